@@ -1,0 +1,90 @@
+import { randomUUID } from 'node:crypto'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
+import { createAuthenticate } from './api-keys/api-keys.auth.js'
+import { createApiKeysService } from './api-keys/api-keys.service.js'
+import { type Clock, systemClock } from './clock.js'
+import type { Config } from './config.js'
+import { deprecationHooks } from './http/deprecation.js'
+import { clientErrorHandler, collectRouteMethods, registerErrorHandling } from './http/error-handler.js'
+import { ErrorSchema } from './http/error-schema.js'
+import { registerHealthRoutes } from './http/health.routes.js'
+import { registerJsonBodyParser } from './http/json-body.js'
+import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js'
+import { createValidatorCompiler } from './http/validation.js'
+import { NewPetSchema, PetSchema } from './pets/pets.schemas.js'
+import { PETS_PATH, registerPetsRoutes } from './pets/pets.routes.js'
+import { createPetsService } from './pets/pets.service.js'
+import type { Storage } from './storage/storage.js'
+
+/** The sunset of getPet, fixed by the specification. */
+export const GET_PET_SUNSET = new Date('2030-12-05T00:00:00Z')
+
+export interface AppDeps {
+  config: Config
+  storage: Storage
+  clock?: Clock
+  logger: FastifyBaseLogger
+}
+
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+/** Builds the whole HTTP service; every part is registered here, explicitly. */
+export async function buildApp({ config, storage, clock = systemClock, logger }: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: logger,
+    // One line per request is written by the onResponse hook below instead.
+    logController: new LogController({ disableRequestLogging: true }),
+    // A client-supplied id is kept only if it is safe to echo and to log.
+    genReqId: (request) => {
+      const given = request.headers['x-request-id']
+      return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    requestIdHeader: false,
+    return503OnClosing: false,
+    clientErrorHandler,
+    routerOptions: { maxParamLength: 100 },
+  })
+
+  const sharedSchemas = [ErrorSchema, NewPetSchema, PetSchema]
+  for (const schema of sharedSchemas) app.addSchema(schema)
+  app.setValidatorCompiler(createValidatorCompiler(sharedSchemas))
+  app.decorateRequest('apiKey', null)
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url
+    request.log.info(
+      {
+        method: request.method,
+        route: route ?? null,
+        ...(route === undefined ? { path: request.url.split('?')[0] } : {}),
+        status: reply.statusCode,
+        durationMs: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request',
+    )
+  })
+
+  const answerOtherMethods = collectRouteMethods(app)
+  registerJsonBodyParser(app)
+  registerErrorHandling(app, (error) => storage.isUnavailable(error))
+  await registerOpenApi(app, config)
+
+  const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
+  registerPetsRoutes(app, {
+    pets: createPetsService({ pets: storage.pets, clock }),
+    authenticate: createAuthenticate(apiKeys),
+    getPetDeprecation: deprecationHooks(
+      { deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: PETS_PATH },
+      clock,
+    ),
+    publicBaseUrl: config.publicBaseUrl,
+  })
+  registerOpenApiRoute(app)
+  registerHealthRoutes(app, storage)
+  answerOtherMethods()
+
+  return app
+}

@@ -1,0 +1,138 @@
+import path from 'node:path'
+
+export type Environment = 'production' | 'staging'
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+
+export type DatabaseConfig = { engine: 'sqlite'; path: string }
+
+export interface Config {
+  readonly port: number
+  readonly host: string
+  readonly database: DatabaseConfig
+  readonly environment: Environment
+  /** Origin of this deployment, without the `/v1` prefix and without a trailing slash. */
+  readonly publicBaseUrl: string
+  /** Origins listed as `servers` in the OpenAPI document. */
+  readonly servers: Readonly<Partial<Record<Environment, string>>>
+  readonly logLevel: LogLevel
+  /** When getPet was deprecated (sent as the `Deprecation` header). */
+  readonly getPetDeprecatedAt: Date
+  /** How long a graceful shutdown waits for in-flight requests. */
+  readonly shutdownTimeoutMs: number
+}
+
+/** Thrown by `loadConfig` with the name of the variable at fault. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable} ${problem}`)
+    this.name = 'ConfigError'
+  }
+}
+
+/** Every variable the service reads, with its meaning and default, for the README and `.env.example`. */
+export const CONFIG_VARIABLES = {
+  PORT: 'TCP port to listen on (1-65535). Default 8080.',
+  HOST: 'Address to listen on. Default 0.0.0.0 (all interfaces).',
+  DATABASE_URL: 'Unset: SQLite at ./data/petstore.db. `sqlite:///abs/path.db` for another SQLite file.',
+  PETSTORE_ENV: '`production` (keys `ps_live_…`) or `staging` (keys `ps_test_…`). Default production.',
+  PUBLIC_BASE_URL: 'Public origin of this deployment, e.g. https://api.example.com. Default http://localhost:PORT.',
+  PRODUCTION_BASE_URL: 'Origin of production, listed in the OpenAPI servers. Default PUBLIC_BASE_URL when PETSTORE_ENV=production.',
+  STAGING_BASE_URL: 'Origin of staging, listed in the OpenAPI servers. Default PUBLIC_BASE_URL when PETSTORE_ENV=staging.',
+  LOG_LEVEL: 'fatal, error, warn, info, debug, trace or silent. Default info.',
+  GETPET_DEPRECATED_AT: 'ISO 8601 instant getPet was deprecated (the `Deprecation` header). Default 2026-11-22T00:00:00Z.',
+  SHUTDOWN_TIMEOUT_MS: 'How long SIGTERM/SIGINT waits for in-flight requests before giving up. Default 10000.',
+} as const
+
+type Env = Readonly<Record<string, string | undefined>>
+
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
+
+/**
+ * Reads and validates the configuration once; the result is frozen.
+ * `cwd` anchors the default SQLite path.
+ */
+export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
+  const port = integerVar(env, 'PORT', 8080, 1, 65535)
+  const environment = oneOf(env, 'PETSTORE_ENV', ['production', 'staging'] as const, 'production')
+  const publicBaseUrl = originVar(env, 'PUBLIC_BASE_URL') ?? `http://localhost:${port}`
+  const servers: Partial<Record<Environment, string>> = {}
+  const production = originVar(env, 'PRODUCTION_BASE_URL') ?? (environment === 'production' ? publicBaseUrl : undefined)
+  const staging = originVar(env, 'STAGING_BASE_URL') ?? (environment === 'staging' ? publicBaseUrl : undefined)
+  if (production !== undefined) servers.production = production
+  if (staging !== undefined) servers.staging = staging
+
+  return Object.freeze({
+    port,
+    host: nonEmpty(env, 'HOST') ?? '0.0.0.0',
+    database: Object.freeze(databaseVar(env, cwd)),
+    environment,
+    publicBaseUrl,
+    servers: Object.freeze(servers),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    getPetDeprecatedAt: instantVar(env, 'GETPET_DEPRECATED_AT', '2026-11-22T00:00:00Z'),
+    shutdownTimeoutMs: integerVar(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
+  })
+}
+
+function nonEmpty(env: Env, name: string): string | undefined {
+  const value = env[name]
+  return value === undefined || value.trim() === '' ? undefined : value.trim()
+}
+
+function integerVar(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const text = nonEmpty(env, name)
+  if (text === undefined) return fallback
+  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
+    throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${text}"`)
+  }
+  return Number(text)
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const text = nonEmpty(env, name)
+  if (text === undefined) return fallback
+  if (!(allowed as readonly string[]).includes(text)) {
+    throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${text}"`)
+  }
+  return text as T
+}
+
+function originVar(env: Env, name: string): string | undefined {
+  const text = nonEmpty(env, name)
+  if (text === undefined) return undefined
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    throw new ConfigError(name, `must be an absolute http(s) URL, got "${text}"`)
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '') {
+    throw new ConfigError(name, `must be an http(s) URL without query or fragment, got "${text}"`)
+  }
+  return url.href.replace(/\/+$/, '')
+}
+
+function instantVar(env: Env, name: string, fallback: string): Date {
+  const text = nonEmpty(env, name) ?? fallback
+  const date = new Date(text)
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(date.getTime())) {
+    throw new ConfigError(name, `must be an ISO 8601 date-time such as 2026-11-22T00:00:00Z, got "${text}"`)
+  }
+  return date
+}
+
+function databaseVar(env: Env, cwd: string): DatabaseConfig {
+  const text = nonEmpty(env, 'DATABASE_URL')
+  if (text === undefined) return { engine: 'sqlite', path: path.join(cwd, 'data', 'petstore.db') }
+  if (text.startsWith('sqlite://')) {
+    const file = decodeURIComponent(text.slice('sqlite://'.length))
+    if (!path.isAbsolute(file)) {
+      throw new ConfigError('DATABASE_URL', `must name an absolute path, as in sqlite:///var/lib/petstore.db, got "${text}"`)
+    }
+    return { engine: 'sqlite', path: file }
+  }
+  throw new ConfigError('DATABASE_URL', `must start with sqlite:// (got "${text.replace(/\/\/[^@/]*@/, '//***@')}")`)
+}

@@ -1,0 +1,61 @@
+/**
+ * The one catalogue of error codes. Every failure of every layer (router, body parser, auth,
+ * validation, storage, bugs) leaves the service as `{ code, message, status }` with one of these.
+ */
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  unauthorized: 401,
+  not_found: 404,
+  method_not_allowed: 405,
+  request_timeout: 408,
+  gone: 410,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  request_header_fields_too_large: 431,
+  internal_error: 500,
+  unavailable: 503,
+} as const satisfies Record<string, number>
+
+export type ErrorCode = keyof typeof ERROR_STATUS
+
+export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[]
+
+/** What each code means, for the README table and the OpenAPI description. */
+export const ERROR_DESCRIPTIONS: Record<ErrorCode, string> = {
+  invalid_request: 'The request is malformed: invalid JSON, a missing or invalid field, an unknown property or query parameter.',
+  unauthorized: 'The API key is missing or not valid (unknown, revoked, expired or for another environment).',
+  not_found: 'No such route, or no pet with that id.',
+  method_not_allowed: 'The path exists but not with this method; the `Allow` header lists the methods it has.',
+  request_timeout: 'The client took too long to send the request.',
+  gone: 'The operation has passed its sunset date and was removed.',
+  payload_too_large: 'The request body is larger than 16 KiB.',
+  unsupported_media_type: 'The request body is not `application/json` (UTF-8).',
+  request_header_fields_too_large: 'The request headers are too large.',
+  internal_error: 'A fault in the service. The message never carries details; they are logged with the request id.',
+  unavailable: 'The database is not answering; retry later.',
+}
+
+export interface ErrorBody {
+  code: ErrorCode
+  message: string
+  status: number
+}
+
+/** An error that is meant to reach the client as it is. */
+export class ApiError extends Error {
+  readonly status: number
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message)
+    this.name = 'ApiError'
+    this.status = ERROR_STATUS[code]
+  }
+
+  toBody(): ErrorBody {
+    return { code: this.code, message: this.message, status: this.status }
+  }
+}

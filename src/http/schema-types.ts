@@ -1,0 +1,101 @@
+import { Kind, type SchemaOptions, type TSchema, Type, TypeRegistry, type TUnsafe } from '@sinclair/typebox'
+
+/*
+ * Custom TypeBox kinds. Each validates what the service really receives (a BigInt from the
+ * lossless JSON parser, the raw text of a query or path parameter) while the JSON Schema it
+ * carries, which feeds the OpenAPI document, says what the client sends (an integer).
+ * The Kind symbol does not survive JSON serialisation, so the document shows plain JSON Schema.
+ */
+
+export const INT64_MIN = -(2n ** 63n)
+export const INT64_MAX = 2n ** 63n - 1n
+
+interface RangeOptions {
+  minimum: bigint
+  maximum: bigint
+}
+
+function inRange(value: bigint, { minimum, maximum }: RangeOptions): boolean {
+  return value >= minimum && value <= maximum
+}
+
+const INTEGER_TEXT = /^-?(0|[1-9][0-9]*)$/
+
+/** Parses the decimal text of an integer, exactly: no sign tricks, leading zeros or exponents. */
+export function parseIntegerText(text: string): bigint | undefined {
+  return INTEGER_TEXT.test(text) && text !== '-0' && text.length <= 20 ? BigInt(text) : undefined
+}
+
+/** Exact bounds as BigInts, under a symbol so that they stay out of the JSON document. */
+const Range = Symbol('Range')
+
+interface RangedSchema extends TSchema {
+  [Range]: RangeOptions
+}
+
+TypeRegistry.Set<RangedSchema>('Int64', (schema, value) => typeof value === 'bigint' && inRange(value, schema[Range]))
+TypeRegistry.Set<RangedSchema>('IntegerText', (schema, value) => {
+  if (typeof value !== 'string') return false
+  const parsed = parseIntegerText(value)
+  return parsed !== undefined && inRange(parsed, schema[Range])
+})
+
+/** The exact bounds of an Int64 or IntegerText schema, for error messages. */
+export function rangeOfSchema(schema: TSchema): RangeOptions | undefined {
+  return (schema as Partial<RangedSchema>)[Range]
+}
+TypeRegistry.Set<TSchema & { enum: string[] }>(
+  'StringEnum',
+  (schema, value) => typeof value === 'string' && schema.enum.includes(value),
+)
+TypeRegistry.Set<TSchema & { maxLength: number }>(
+  'Text',
+  (schema, value) => typeof value === 'string' && /\S/.test(value) && [...value].length <= schema.maxLength,
+)
+
+/** JSON Schema bounds for the document: only those a JSON number can state exactly. */
+function documentedBounds({ minimum, maximum }: RangeOptions): { minimum?: number; maximum?: number } {
+  const exact = (n: bigint): boolean => n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER)
+  return {
+    ...(minimum !== INT64_MIN && exact(minimum) ? { minimum: Number(minimum) } : {}),
+    ...(maximum !== INT64_MAX && exact(maximum) ? { maximum: Number(maximum) } : {}),
+  }
+}
+
+/**
+ * A JSON integer in the signed 64-bit range (`format: int64` states the bounds), received as a
+ * BigInt (see json-body.ts) and sent as exact digits.
+ */
+export function Int64(options: SchemaOptions & { minimum?: bigint; maximum?: bigint } = {}): TUnsafe<bigint> {
+  const { minimum = INT64_MIN, maximum = INT64_MAX, ...rest } = options
+  const range = { minimum, maximum }
+  return Type.Unsafe<bigint>({
+    ...rest,
+    [Kind]: 'Int64',
+    [Range]: range,
+    type: 'integer',
+    format: 'int64',
+    ...documentedBounds(range),
+  })
+}
+
+/**
+ * A query or path parameter holding the decimal text of an integer. The handler parses it;
+ * the document shows an integer with its bounds.
+ */
+export function IntegerText(
+  options: SchemaOptions & { minimum: bigint; maximum: bigint; default?: number; format?: string },
+): TUnsafe<string> {
+  const { minimum, maximum, ...rest } = options
+  const range = { minimum, maximum }
+  return Type.Unsafe<string>({ ...rest, [Kind]: 'IntegerText', [Range]: range, type: 'integer', ...documentedBounds(range) })
+}
+
+export function StringEnum<const T extends readonly string[]>(values: T, options: SchemaOptions = {}): TUnsafe<T[number]> {
+  return Type.Unsafe<T[number]>({ ...options, [Kind]: 'StringEnum', type: 'string', enum: [...values] })
+}
+
+/** A string with at least one non-blank character and at most `maxLength` Unicode code points. */
+export function Text(options: SchemaOptions & { maxLength: number }): TUnsafe<string> {
+  return Type.Unsafe<string>({ ...options, [Kind]: 'Text', type: 'string', minLength: 1, pattern: '\\S' })
+}

@@ -1,0 +1,67 @@
+import { Kind, type TSchema } from '@sinclair/typebox'
+import { TypeCompiler } from '@sinclair/typebox/compiler'
+import { type ValueError, ValueErrorType } from '@sinclair/typebox/errors'
+import type { FastifySchemaCompiler } from 'fastify'
+import { ApiError } from '../errors.js'
+import { rangeOfSchema } from './schema-types.js'
+
+const MAX_REPORTED = 5
+
+const PART_NAMES: Record<string, string> = {
+  body: 'request body',
+  querystring: 'query parameters',
+  params: 'path parameters',
+  headers: 'headers',
+}
+
+/**
+ * Compiles route schemas with TypeBox's compiler: it never coerces or strips anything, so a
+ * value passes exactly as the client sent it or is refused with every problem named.
+ */
+export function createValidatorCompiler(references: TSchema[]): FastifySchemaCompiler<TSchema> {
+  return ({ schema, httpPart = 'body' }) => {
+    const compiled = TypeCompiler.Compile(schema, references)
+    return (data: unknown) =>
+      compiled.Check(data)
+        ? { value: data }
+        : { error: new ApiError('invalid_request', describe(httpPart, data, compiled.Errors(data))) }
+  }
+}
+
+function describe(httpPart: string, data: unknown, errors: Iterable<ValueError>): string {
+  if (httpPart === 'body' && (data === undefined || data === null || typeof data !== 'object' || Array.isArray(data))) {
+    return data === undefined
+      ? 'A request body is required: send a JSON object with Content-Type: application/json.'
+      : 'The request body must be a JSON object.'
+  }
+  const seen = new Set<string>()
+  const problems: string[] = []
+  for (const error of errors) {
+    if (seen.has(error.path) || problems.length === MAX_REPORTED) continue
+    seen.add(error.path)
+    problems.push(explain(httpPart, error))
+  }
+  return `Invalid ${PART_NAMES[httpPart] ?? httpPart}: ${problems.join('; ')}.`
+}
+
+function explain(httpPart: string, error: ValueError): string {
+  const name = error.path.slice(1).replaceAll('~1', '/').replaceAll('~0', '~')
+  if (error.type === ValueErrorType.ObjectAdditionalProperties) {
+    return httpPart === 'body' ? `unknown property '${name}'` : `unknown parameter '${name}'`
+  }
+  if (error.type === ValueErrorType.ObjectRequiredProperty) return `'${name}' is required`
+  const schema = error.schema
+  const range = rangeOfSchema(schema)
+  switch (schema[Kind]) {
+    case 'Int64':
+      return `'${name}' must be a JSON integer from ${range?.minimum} to ${range?.maximum}`
+    case 'IntegerText':
+      return `'${name}' must be an integer from ${range?.minimum} to ${range?.maximum}, written as decimal digits, given once`
+    case 'StringEnum':
+      return `'${name}' must be one of ${(schema.enum as string[]).join(', ')}`
+    case 'Text':
+      return `'${name}' must be a JSON string with at least one non-blank character and at most ${schema.maxLength} characters`
+    default:
+      return `'${name}': ${error.message}`
+  }
+}

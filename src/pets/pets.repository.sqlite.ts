@@ -1,0 +1,50 @@
+import type { Database } from 'better-sqlite3'
+import type { ListPetsQuery, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
+
+interface PetRow {
+  id: bigint
+  name: string
+  category_id: bigint
+  status: PetStatus | null
+}
+
+function toPet(row: PetRow): Pet {
+  const pet: Pet = { id: row.id, name: row.name, categoryId: row.category_id }
+  if (row.status !== null) pet.status = row.status
+  return pet
+}
+
+export function createSqlitePetsRepository(db: Database): PetsRepository {
+  // safeIntegers: ids and category ids are int64 and must not pass through a double.
+  const insert = db
+    .prepare<[string, bigint, PetStatus | null, number]>(
+      'INSERT INTO pets (name, category_id, status, created_at) VALUES (?, ?, ?, ?)',
+    )
+    .safeIntegers(true)
+  const listAll = db
+    .prepare<[number], PetRow>('SELECT id, name, category_id, status FROM pets ORDER BY id LIMIT ?')
+    .safeIntegers(true)
+  const listByStatus = db
+    .prepare<[PetStatus, number], PetRow>(
+      'SELECT id, name, category_id, status FROM pets WHERE status = ? ORDER BY id LIMIT ?',
+    )
+    .safeIntegers(true)
+  const byId = db
+    .prepare<[bigint], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id = ?')
+    .safeIntegers(true)
+
+  return {
+    create(pet: NewPet, createdAt: number): Promise<Pet> {
+      const { lastInsertRowid } = insert.run(pet.name, pet.categoryId, pet.status ?? null, createdAt)
+      return Promise.resolve({ ...pet, id: BigInt(lastInsertRowid) })
+    },
+    list({ limit, status }: ListPetsQuery): Promise<Pet[]> {
+      const rows = status === undefined ? listAll.all(limit) : listByStatus.all(status, limit)
+      return Promise.resolve(rows.map(toPet))
+    },
+    findById(id: bigint): Promise<Pet | undefined> {
+      const row = byId.get(id)
+      return Promise.resolve(row === undefined ? undefined : toPet(row))
+    },
+  }
+}

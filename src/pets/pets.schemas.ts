@@ -1,0 +1,124 @@
+import { Type } from '@sinclair/typebox'
+import {
+  errorResponse,
+  internalErrorResponse,
+  unauthorizedResponse,
+  unavailableResponse,
+} from '../http/error-schema.js'
+import { INT64_MAX, Int64, IntegerText, StringEnum, Text } from '../http/schema-types.js'
+import { PET_STATUSES } from './pets.repository.js'
+
+export const NAME_MAX_LENGTH = 200
+export const LIMIT_DEFAULT = 20
+
+const PetStatus = StringEnum(PET_STATUSES, { description: 'Availability status of the animal.' })
+
+const petFields = {
+  name: Text({
+    maxLength: NAME_MAX_LENGTH,
+    description: `The animal's name: 1 to ${NAME_MAX_LENGTH} characters, not only white space. Stored exactly as sent.`,
+    examples: ['Rex'],
+  }),
+  categoryId: Int64({
+    minimum: 1n,
+    description: 'ID of the category the animal belongs to. Every digit is kept across the full int64 range.',
+    examples: [3],
+  }),
+  status: Type.Optional(PetStatus),
+}
+
+export const NewPetSchema = Type.Object(petFields, {
+  $id: 'NewPet',
+  additionalProperties: false,
+  description: 'An animal to add. Unknown properties are refused, not ignored. Without `status`, the pet has none.',
+})
+
+export const PetSchema = Type.Object(
+  { id: Int64({ minimum: 1n, description: 'Unique identifier, assigned by the service.' }), ...petFields },
+  { $id: 'Pet', additionalProperties: false, description: 'An animal. `status` is absent when none was given.' },
+)
+
+export const ListPetsQuerySchema = Type.Object(
+  {
+    limit: Type.Optional(
+      IntegerText({
+        minimum: 1n,
+        maximum: 100n,
+        default: LIMIT_DEFAULT,
+        description: 'Maximum number of animals returned.',
+      }),
+    ),
+    status: Type.Optional(StringEnum(PET_STATUSES, { description: 'Return only animals with this status.' })),
+  },
+  { additionalProperties: false },
+)
+
+export const PetIdParamsSchema = Type.Object({
+  petId: IntegerText({
+    minimum: 1n,
+    maximum: INT64_MAX,
+    format: 'int64',
+    description: 'ID of the animal to retrieve.',
+  }),
+})
+
+const invalidRequest = (what: string) => errorResponse(`${what} (\`invalid_request\`).`)
+
+export const listPetsSchema = {
+  operationId: 'listPets',
+  summary: 'List animals',
+  description: 'Returns one page of animals in ascending `id` order, optionally filtered by status.',
+  tags: ['pets'],
+  querystring: ListPetsQuerySchema,
+  response: {
+    200: Type.Array(Type.Ref(PetSchema), { description: 'One page of animals.' }),
+    400: invalidRequest('`limit` or `status` is not valid, repeated, or an unknown query parameter was sent'),
+    401: unauthorizedResponse,
+    500: internalErrorResponse,
+    503: unavailableResponse,
+  },
+}
+
+export const createPetSchema = {
+  operationId: 'createPet',
+  summary: 'Add an animal',
+  tags: ['pets'],
+  body: Type.Ref(NewPetSchema),
+  response: {
+    201: Type.Ref(PetSchema, {
+      description: 'The animal as stored, with its assigned `id`.',
+      headers: { Location: Type.String({ description: 'URL of the new animal.' }) },
+    }),
+    400: invalidRequest('The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field'),
+    401: unauthorizedResponse,
+    413: errorResponse('The body is larger than 16 KiB (`payload_too_large`).'),
+    415: errorResponse('The body is not UTF-8 `application/json` (`unsupported_media_type`).'),
+    500: internalErrorResponse,
+    503: unavailableResponse,
+  },
+}
+
+const deprecationHeaders = {
+  Deprecation: Type.String({ description: 'When the operation was deprecated, as `@<unix seconds>` (RFC 9745).' }),
+  Sunset: Type.String({ description: 'When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594).' }),
+  Link: Type.String({ description: 'The replacement: `</v1/pets>; rel="successor-version"`.' }),
+}
+
+export const getPetSchema = {
+  operationId: 'getPet',
+  summary: 'Get an animal (deprecated)',
+  description:
+    'Deprecated: removed on 5 December 2030, after which it answers 410. Use `GET /pets` with a `status` filter instead.',
+  deprecated: true,
+  tags: ['pets'],
+  params: PetIdParamsSchema,
+  response: {
+    200: Type.Ref(PetSchema, { description: 'The animal.', headers: deprecationHeaders }),
+    400: invalidRequest('`petId` is not the decimal text of an integer from 1 to 9223372036854775807'),
+    401: unauthorizedResponse,
+    404: errorResponse('No animal has this id (`not_found`).'),
+    410: errorResponse('The sunset date has passed and the operation is removed (`gone`).'),
+    500: internalErrorResponse,
+    503: unavailableResponse,
+  },
+}

@@ -1,0 +1,41 @@
+import closeWithGrace from 'close-with-grace'
+import type { FastifyInstance } from 'fastify'
+import type { Logger } from 'pino'
+import { buildApp } from './app.js'
+import type { Config } from './config.js'
+import { openStorage } from './storage/storage.js'
+
+export interface RunningServer {
+  app: FastifyInstance
+  /** Stops accepting, lets in-flight requests finish, then closes the database. */
+  close(): Promise<void>
+}
+
+/** Opens storage, applies migrations and listens. */
+export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
+  const storage = await openStorage(config.database)
+  const applied = await storage.migrate()
+  if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
+  const app = await buildApp({ config, storage, logger })
+  await app.listen({ port: config.port, host: config.host })
+  return {
+    app,
+    async close() {
+      await app.close()
+      await storage.close()
+    },
+  }
+}
+
+/**
+ * On SIGTERM or SIGINT: stop accepting, finish in-flight requests, close the database, exit 0.
+ * If that takes longer than the configured timeout, exit 1.
+ */
+export function closeOnSignals(server: RunningServer, config: Config, logger: Logger): void {
+  closeWithGrace({ delay: config.shutdownTimeoutMs, logger }, async ({ signal, err }) => {
+    if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
+    else logger.info({ signal }, 'shutting down')
+    await server.close()
+    logger.info('shut down cleanly')
+  })
+}

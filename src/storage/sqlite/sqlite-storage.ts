@@ -1,0 +1,59 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import Sqlite from 'better-sqlite3'
+import { Kysely, SqliteDialect } from 'kysely'
+import { createSqliteApiKeysRepository } from '../../api-keys/api-keys.repository.sqlite.js'
+import { createSqlitePetsRepository } from '../../pets/pets.repository.sqlite.js'
+import { runMigrations } from '../migrations/run-migrations.js'
+import { sqliteMigrations } from '../migrations/sqlite/index.js'
+import type { Storage } from '../storage.js'
+
+// Failures of the database file or its host, not of the request: the client may retry later.
+const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|FULL|READONLY|IOERR|CANTOPEN|PROTOCOL|NOMEM|CORRUPT|NOTADB)/
+
+function isUnavailable(error: unknown): boolean {
+  if (error instanceof Sqlite.SqliteError) return UNAVAILABLE.test(error.code)
+  return error instanceof TypeError && error.message === 'The database connection is not open'
+}
+
+/** Opens (creating if needed) the SQLite file. Repositories are prepared after `migrate()`. */
+export function openSqliteStorage(file: string): Storage {
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  const db = new Sqlite(file)
+  db.pragma('journal_mode = WAL')
+  // FULL: a commit is on disk before the 201 leaves, even across power loss, not only a crash.
+  db.pragma('synchronous = FULL')
+  db.pragma('busy_timeout = 5000')
+  db.pragma('foreign_keys = ON')
+
+  let repositories: Pick<Storage, 'pets' | 'apiKeys'> | undefined
+  const prepared = (): Pick<Storage, 'pets' | 'apiKeys'> => {
+    repositories ??= { pets: createSqlitePetsRepository(db), apiKeys: createSqliteApiKeysRepository(db) }
+    return repositories
+  }
+  const ping = db.prepare('SELECT 1')
+
+  return {
+    engine: 'sqlite',
+    get pets() {
+      return prepared().pets
+    },
+    get apiKeys() {
+      return prepared().apiKeys
+    },
+    async migrate() {
+      // Kysely only drives the migrations; it is not destroyed because that would close `db`.
+      const kysely = new Kysely<unknown>({ dialect: new SqliteDialect({ database: db }) })
+      return runMigrations(kysely, sqliteMigrations)
+    },
+    isUnavailable,
+    ping() {
+      ping.get()
+      return Promise.resolve()
+    },
+    close() {
+      if (db.open) db.close()
+      return Promise.resolve()
+    },
+  }
+}

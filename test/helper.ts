@@ -1,0 +1,126 @@
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { Writable } from 'node:stream'
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
+import { buildApp } from '../src/app.js'
+import type { Clock } from '../src/clock.js'
+import { type Config, loadConfig } from '../src/config.js'
+import { createLogger } from '../src/logger.js'
+import { openStorage, type Storage } from '../src/storage/storage.js'
+
+/** Every storage engine the storage-touching tests run on. */
+export const ENGINES = ['sqlite'] as const
+export type Engine = (typeof ENGINES)[number]
+
+/** A clock the test moves by hand. */
+export class ManualClock implements Clock {
+  constructor(public ms: number = Date.parse('2026-11-22T12:00:00Z')) {}
+  now(): number {
+    return this.ms
+  }
+  advance(ms: number): void {
+    this.ms += ms
+  }
+}
+
+/** A fresh, empty directory under the OS temp folder. */
+export function tempDir(prefix = 'petstore-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+}
+
+/** Environment variables naming a fresh database of the given engine. */
+export function databaseEnv(_engine: Engine, dir: string = tempDir()): Record<string, string> {
+  return { DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}` }
+}
+
+export interface TestApp {
+  app: FastifyInstance
+  storage: Storage
+  config: Config
+  clock: ManualClock
+  /** JSON log lines the app wrote. */
+  logs: Record<string, unknown>[]
+  /** Creates an API key in this app's database and returns the secret. */
+  createKey(options?: { name?: string; expiresInMs?: number; environment?: Config['environment'] }): Promise<string>
+  /** `app.inject` with `Authorization: Bearer <key>` added. */
+  request(key: string, options: InjectOptions): Promise<LightMyRequestResponse>
+  close(): Promise<void>
+}
+
+/** Builds the real app on a new, migrated database of `engine`, with a manual clock. */
+export async function buildTestApp(
+  engine: Engine,
+  options: { env?: Record<string, string>; clock?: ManualClock; storage?: (storage: Storage) => Storage } = {},
+): Promise<TestApp> {
+  const dir = tempDir()
+  const config = loadConfig({ ...databaseEnv(engine, dir), LOG_LEVEL: 'info', ...options.env }, dir)
+  const clock = options.clock ?? new ManualClock()
+  const opened = await openStorage(config.database)
+  await opened.migrate()
+  const storage = options.storage?.(opened) ?? opened
+  const logs: Record<string, unknown>[] = []
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>)
+      }
+      callback()
+    },
+  })
+  const app = await buildApp({ config, storage, clock, logger: createLogger(config, sink) })
+  await app.ready()
+
+  return {
+    app,
+    storage,
+    config,
+    clock,
+    logs,
+    async createKey({ name = 'test', expiresInMs, environment = config.environment } = {}) {
+      const service = createApiKeysService({ apiKeys: opened.apiKeys, clock, environment })
+      return (await service.create({ name, expiresInMs })).secret
+    },
+    request(key, injectOptions) {
+      return app.inject({
+        ...injectOptions,
+        headers: { authorization: `Bearer ${key}`, ...injectOptions.headers },
+      })
+    },
+    async close() {
+      await app.close()
+      await opened.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** POSTs a raw JSON text (not a JS object: the tests control every byte) to /v1/pets. */
+export function postPet(t: TestApp, key: string, body: string): Promise<LightMyRequestResponse> {
+  return t.request(key, {
+    method: 'POST',
+    url: '/v1/pets',
+    headers: { 'content-type': 'application/json' },
+    payload: body,
+  })
+}
+
+/** Asserts the exact error shape and returns the body. */
+export function errorBody(response: LightMyRequestResponse): { code: string; message: string; status: number } {
+  const body = JSON.parse(response.body) as { code: string; message: string; status: number }
+  if (!/^application\/json/.test(String(response.headers['content-type']))) {
+    throw new Error(`error content-type is ${String(response.headers['content-type'])}`)
+  }
+  const keys = Object.keys(body).sort().join(',')
+  if (keys !== 'code,message,status') throw new Error(`error body has keys ${keys}: ${response.body}`)
+  if (body.status !== response.statusCode) throw new Error(`body status ${body.status} != ${response.statusCode}`)
+  if (typeof body.code !== 'string' || typeof body.message !== 'string' || body.message === '') {
+    throw new Error(`malformed error body ${response.body}`)
+  }
+  return body
+}
+
+/** The root of the repository, for spawning the CLI as a user would. */
+export const ROOT = path.resolve(import.meta.dirname, '..')
+export const BIN = path.join(ROOT, 'bin', 'petstore.js')
