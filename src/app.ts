@@ -5,7 +5,14 @@ import { createApiKeysService } from './api-keys/api-keys.service.js'
 import { type Clock, systemClock } from './clock.js'
 import type { Config } from './config.js'
 import { deprecationHooks } from './http/deprecation.js'
-import { clientErrorHandler, collectRouteMethods, registerErrorHandling } from './http/error-handler.js'
+import { ApiError } from './errors.js'
+import {
+  clientErrorHandler,
+  collectRouteMethods,
+  registerErrorHandling,
+  sendError,
+  toApiError,
+} from './http/error-handler.js'
 import { ErrorSchema } from './http/error-schema.js'
 import { registerHealthRoutes } from './http/health.routes.js'
 import { registerJsonBodyParser } from './http/json-body.js'
@@ -42,6 +49,10 @@ export async function buildApp({ config, storage, clock = systemClock, logger }:
     requestIdHeader: false,
     return503OnClosing: false,
     clientErrorHandler,
+    // Router errors (a malformed URL encoding) bypass the error handler; route them to it.
+    frameworkErrors: (error, _request, reply) => {
+      sendError(reply, toApiError(error, () => false) ?? new ApiError('invalid_request', 'The request could not be routed.'))
+    },
     routerOptions: { maxParamLength: 100 },
   })
 

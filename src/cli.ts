@@ -3,7 +3,7 @@ import type { ApiKey } from './api-keys/api-keys.repository.js'
 import { createApiKeysService } from './api-keys/api-keys.service.js'
 import { buildApp } from './app.js'
 import { systemClock } from './clock.js'
-import { type Config, ConfigError, loadConfig } from './config.js'
+import { CONFIG_VARIABLES, type Config, ConfigError, loadConfig } from './config.js'
 import { createLogger } from './logger.js'
 import { closeOnSignals, startServer } from './server.js'
 import { openStorage, type Storage } from './storage/storage.js'
@@ -33,7 +33,12 @@ Commands:
 
 Configuration comes from environment variables (see README). Run "petstore <command> --help" for more.
 Exit codes: 0 success, 1 failure, 2 usage error.`,
-  serve: 'Usage: petstore serve\n\nRuns the HTTP service on HOST:PORT with the database of DATABASE_URL.',
+  serve: `Usage: petstore serve
+
+Runs the HTTP service. It reads these environment variables:
+${Object.entries(CONFIG_VARIABLES)
+  .map(([name, meaning]) => `  ${name.padEnd(22)}${meaning}`)
+  .join('\n')}`,
   migrate: 'Usage: petstore migrate\n\nApplies pending migrations to the database of DATABASE_URL (creating it if needed).',
   openapi: 'Usage: petstore openapi\n\nPrints the OpenAPI 3.1 document the service serves at /v1/openapi.json.',
   keys: 'Usage: petstore keys <create|list|revoke> [options]',

@@ -39,7 +39,7 @@ export function createSqliteApiKeysRepository(db: Database): ApiKeysRepository {
     `UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ? RETURNING ${COLUMNS}`,
   )
   const touch = db.prepare<[number, string, number]>(
-    'UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)',
+    'UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)',
   )
 
   return {

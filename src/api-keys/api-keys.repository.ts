@@ -19,6 +19,6 @@ export interface ApiKeysRepository {
   list(): Promise<ApiKey[]>
   /** Marks the key revoked at `at` unless it already is; undefined when no key has this id. */
   revoke(id: string, at: number): Promise<ApiKey | undefined>
-  /** Records use at `at`, only if the last recorded use is older than `staleBefore`. */
+  /** Records use at `at`, only if the last recorded use is at or before `staleBefore` (or none). */
   touch(id: string, at: number, staleBefore: number): Promise<void>
 }

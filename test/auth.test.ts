@@ -1,0 +1,178 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
+import { ENGINES, buildTestApp, errorBody, type TestApp } from './helper.js'
+
+const CHALLENGE = 'Bearer realm="petstore"'
+const INVALID_CHALLENGE = 'Bearer realm="petstore", error="invalid_token"'
+
+for (const engine of ENGINES) {
+  describe(`authentication on ${engine}`, () => {
+    let t: TestApp
+    let key: string
+    before(async () => {
+      t = await buildTestApp(engine)
+      key = await t.createKey()
+    })
+    after(() => t.close())
+
+    const list = (authorization?: string) =>
+      t.app.inject({
+        method: 'GET',
+        url: '/v1/pets',
+        headers: authorization === undefined ? {} : { authorization },
+      })
+
+    it('accepts a valid key for each of the three operations', async () => {
+      const created = await t.request(key, {
+        method: 'POST',
+        url: '/v1/pets',
+        headers: { 'content-type': 'application/json' },
+        payload: '{"name":"Auth","categoryId":1}',
+      })
+      assert.equal(created.statusCode, 201)
+      const { id } = JSON.parse(created.body) as { id: number }
+      assert.equal((await t.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+      assert.equal((await t.request(key, { method: 'GET', url: `/v1/pets/${id}` })).statusCode, 200)
+    })
+
+    for (const [method, url] of [
+      ['GET', '/v1/pets'],
+      ['POST', '/v1/pets'],
+      ['GET', '/v1/pets/1'],
+    ] as const) {
+      it(`refuses ${method} ${url} without a key with 401 and a bare Bearer challenge`, async () => {
+        const response = await t.app.inject({ method, url })
+        assert.equal(response.statusCode, 401)
+        assert.equal(errorBody(response).code, 'unauthorized')
+        assert.equal(response.headers['www-authenticate'], CHALLENGE)
+      })
+    }
+
+    it('treats another scheme like a missing key', async () => {
+      const response = await list(`Basic ${Buffer.from('user:pass').toString('base64')}`)
+      assert.equal(response.statusCode, 401)
+      assert.equal(response.headers['www-authenticate'], CHALLENGE)
+    })
+
+    it('accepts the scheme word in any case', async () => {
+      assert.equal((await list(`bearer ${key}`)).statusCode, 200)
+      assert.equal((await list(`BEARER ${key}`)).statusCode, 200)
+      assert.equal((await list(`BeArEr ${key}`)).statusCode, 200)
+    })
+
+    for (const [label, authorization] of [
+      ['a Bearer scheme with no token', () => 'Bearer'],
+      ['a Bearer scheme with an empty token', () => 'Bearer '],
+      ['a token with a space in it', () => 'Bearer two words'],
+      ['a valid key with a character added', () => `Bearer ${key}x`],
+      ['a valid key with its last character removed', () => `Bearer ${key.slice(0, -1)}`],
+    ] as const) {
+      it(`refuses ${label} with invalid_token`, async () => {
+        const response = await list(authorization())
+        assert.equal(response.statusCode, 401)
+        assert.equal(errorBody(response).code, 'unauthorized')
+        assert.equal(response.headers['www-authenticate'], INVALID_CHALLENGE)
+      })
+    }
+
+    it('answers unknown, revoked, expired and other-environment keys identically', async () => {
+      const service = createApiKeysService({ apiKeys: t.storage.apiKeys, clock: t.clock, environment: 'production' })
+      const revoked = await service.create({ name: 'to revoke' })
+      assert.equal((await list(`Bearer ${revoked.secret}`)).statusCode, 200)
+      await service.revoke(revoked.key.id)
+
+      const expiring = await t.createKey({ name: 'expiring', expiresInMs: 60_000 })
+      assert.equal((await list(`Bearer ${expiring}`)).statusCode, 200)
+      const staging = await t.createKey({ name: 'staging', environment: 'staging' })
+      const unknown = `ps_live_${'A'.repeat(32)}`
+      const stagingLookalike = `ps_live_${staging.slice('ps_test_'.length)}`
+
+      t.clock.advance(60_000)
+      const answers = []
+      for (const candidate of [unknown, revoked.secret, expiring, staging, stagingLookalike]) {
+        const response = await list(`Bearer ${candidate}`)
+        answers.push({
+          status: response.statusCode,
+          body: response.body,
+          challenge: response.headers['www-authenticate'],
+        })
+      }
+      t.clock.advance(-60_000)
+      for (const answer of answers) assert.deepEqual(answer, answers[0])
+      assert.equal(answers[0]?.status, 401)
+      assert.equal(answers[0]?.challenge, INVALID_CHALLENGE)
+    })
+
+    it('refuses a revoked key on the very next request', async () => {
+      const service = createApiKeysService({ apiKeys: t.storage.apiKeys, clock: t.clock, environment: 'production' })
+      const { key: record, secret } = await service.create({ name: 'revoked live' })
+      assert.equal((await list(`Bearer ${secret}`)).statusCode, 200)
+      await service.revoke(record.id)
+      assert.equal((await list(`Bearer ${secret}`)).statusCode, 401)
+    })
+
+    it('expires a key at its expiry instant, not before', async () => {
+      const expiring = await t.createKey({ name: 'short', expiresInMs: 1_000 })
+      t.clock.advance(999)
+      assert.equal((await list(`Bearer ${expiring}`)).statusCode, 200)
+      t.clock.advance(1)
+      assert.equal((await list(`Bearer ${expiring}`)).statusCode, 401)
+      t.clock.advance(-1_000)
+    })
+
+    it('writes last used at most once a minute per key', async () => {
+      const fresh = await t.createKey({ name: 'last used' })
+      const lastUsed = async () =>
+        (await t.storage.apiKeys.list()).find((k) => k.name === 'last used')?.lastUsedAt ?? null
+      assert.equal(await lastUsed(), null)
+      const start = t.clock.now()
+      await list(`Bearer ${fresh}`)
+      assert.equal(await lastUsed(), start)
+      t.clock.advance(30_000)
+      await list(`Bearer ${fresh}`)
+      assert.equal(await lastUsed(), start, 'a second use within the minute is not written')
+      t.clock.advance(30_000)
+      await list(`Bearer ${fresh}`)
+      assert.equal(await lastUsed(), start + 60_000)
+      t.clock.advance(-60_000)
+    })
+
+    it('stores only a hash of the key, never the key itself', async () => {
+      const secret = await t.createKey({ name: 'hashed' })
+      const record = (await t.storage.apiKeys.list()).find((k) => k.name === 'hashed')
+      assert.ok(record)
+      assert.equal(record.prefix, secret.slice(0, 12))
+      assert.doesNotMatch(JSON.stringify(record), new RegExp(secret.slice(12)))
+    })
+
+    it('makes keys of 32 base62 characters after the environment prefix', async () => {
+      const secrets = await Promise.all([1, 2, 3].map(() => t.createKey()))
+      for (const secret of secrets) assert.match(secret, /^ps_live_[0-9A-Za-z]{32}$/)
+      assert.equal(new Set(secrets).size, 3)
+      const staging = await t.createKey({ environment: 'staging' })
+      assert.match(staging, /^ps_test_[0-9A-Za-z]{32}$/)
+    })
+
+    it('serves the health checks and the OpenAPI document without a key', async () => {
+      for (const url of ['/healthz', '/readyz', '/v1/openapi.json']) {
+        assert.equal((await t.app.inject({ method: 'GET', url })).statusCode, 200, url)
+      }
+    })
+  })
+}
+
+describe('authentication in staging', () => {
+  it('accepts ps_test_ keys and refuses ps_live_ keys', async () => {
+    const t = await buildTestApp('sqlite', { env: { PETSTORE_ENV: 'staging' } })
+    try {
+      const staging = await t.createKey()
+      const production = await t.createKey({ environment: 'production' })
+      assert.match(staging, /^ps_test_/)
+      assert.equal((await t.request(staging, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+      assert.equal((await t.request(production, { method: 'GET', url: '/v1/pets' })).statusCode, 401)
+    } finally {
+      await t.close()
+    }
+  })
+})

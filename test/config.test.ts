@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config.js'
+import { ROOT } from './helper.js'
+
+describe('configuration', () => {
+  it('has working defaults for every variable', () => {
+    const config = loadConfig({}, '/srv/petstore')
+    assert.equal(config.port, 8080)
+    assert.equal(config.host, '0.0.0.0')
+    assert.deepEqual(config.database, { engine: 'sqlite', path: '/srv/petstore/data/petstore.db' })
+    assert.equal(config.environment, 'production')
+    assert.equal(config.publicBaseUrl, 'http://localhost:8080')
+    assert.deepEqual(config.servers, { production: 'http://localhost:8080' })
+    assert.equal(config.logLevel, 'info')
+    assert.equal(config.getPetDeprecatedAt.toISOString(), '2026-11-22T00:00:00.000Z')
+    assert.ok(Object.isFrozen(config))
+  })
+
+  it('reads every variable', () => {
+    const config = loadConfig(
+      {
+        PORT: '9000',
+        HOST: '127.0.0.1',
+        DATABASE_URL: 'sqlite:///var/lib/petstore/pets.db',
+        PETSTORE_ENV: 'staging',
+        PUBLIC_BASE_URL: 'https://staging.example.org/',
+        PRODUCTION_BASE_URL: 'https://api.example.org',
+        LOG_LEVEL: 'warn',
+        GETPET_DEPRECATED_AT: '2027-01-01T00:00:00Z',
+        SHUTDOWN_TIMEOUT_MS: '2500',
+      },
+      '/',
+    )
+    assert.equal(config.port, 9000)
+    assert.equal(config.host, '127.0.0.1')
+    assert.deepEqual(config.database, { engine: 'sqlite', path: '/var/lib/petstore/pets.db' })
+    assert.equal(config.environment, 'staging')
+    assert.equal(config.publicBaseUrl, 'https://staging.example.org')
+    assert.deepEqual(config.servers, { production: 'https://api.example.org', staging: 'https://staging.example.org' })
+    assert.equal(config.logLevel, 'warn')
+    assert.equal(config.shutdownTimeoutMs, 2500)
+  })
+
+  const bad: [string, string][] = [
+    ['PORT', 'abc'],
+    ['PORT', '0'],
+    ['PORT', '65536'],
+    ['PORT', '80.5'],
+    ['PETSTORE_ENV', 'prod'],
+    ['LOG_LEVEL', 'verbose'],
+    ['DATABASE_URL', 'mysql://db/petstore'],
+    ['DATABASE_URL', 'sqlite://relative.db'],
+    ['PUBLIC_BASE_URL', 'not a url'],
+    ['PUBLIC_BASE_URL', 'ftp://example.org'],
+    ['STAGING_BASE_URL', 'https://example.org/?q=1'],
+    ['GETPET_DEPRECATED_AT', 'yesterday'],
+    ['SHUTDOWN_TIMEOUT_MS', '-1'],
+  ]
+  for (const [variable, value] of bad) {
+    it(`refuses ${variable}=${JSON.stringify(value)} with an error naming ${variable}`, () => {
+      assert.throws(
+        () => loadConfig({ [variable]: value }, '/'),
+        (error: unknown) => error instanceof ConfigError && error.variable === variable && error.message.startsWith(variable),
+      )
+    })
+  }
+
+  it('does not echo a password from DATABASE_URL in its error', () => {
+    assert.throws(
+      () => loadConfig({ DATABASE_URL: 'mysql://user:hunter2@db/petstore' }, '/'),
+      (error: unknown) => error instanceof ConfigError && !error.message.includes('hunter2'),
+    )
+  })
+
+  it('documents every variable in the README and .env.example', () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+    const example = fs.readFileSync(path.join(ROOT, '.env.example'), 'utf8')
+    for (const variable of Object.keys(CONFIG_VARIABLES)) {
+      assert.match(readme, new RegExp(`\\| \`${variable}\` \\|`), `README lacks ${variable}`)
+      assert.match(example, new RegExp(`^#? ?${variable}=`, 'm'), `.env.example lacks ${variable}`)
+    }
+  })
+})

@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { GET_PET_SUNSET } from '../src/app.js'
+import { ENGINES, ManualClock, buildTestApp, errorBody, postPet, type TestApp } from './helper.js'
+
+const SUNSET = 'Thu, 05 Dec 2030 00:00:00 GMT'
+const LINK = '</v1/pets>; rel="successor-version"'
+
+for (const engine of ENGINES) {
+  describe(`deprecated getPet on ${engine}`, () => {
+    let t: TestApp
+    let key: string
+    let petId: number
+    before(async () => {
+      t = await buildTestApp(engine, { env: { GETPET_DEPRECATED_AT: '2027-01-01T00:00:00Z' } })
+      key = await t.createKey()
+      petId = (JSON.parse((await postPet(t, key, '{"name":"Old","categoryId":1}')).body) as { id: number }).id
+    })
+    after(() => t.close())
+
+    it('announces Deprecation (configured date), Sunset and the successor on a 200', async () => {
+      const response = await t.request(key, { method: 'GET', url: `/v1/pets/${petId}` })
+      assert.equal(response.statusCode, 200)
+      assert.equal(response.headers.deprecation, `@${Date.parse('2027-01-01T00:00:00Z') / 1000}`)
+      assert.equal(response.headers.sunset, SUNSET)
+      assert.equal(response.headers.link, LINK)
+    })
+
+    it('announces the deprecation on its 404 and 401 too', async () => {
+      const missing = await t.request(key, { method: 'GET', url: '/v1/pets/999999' })
+      assert.equal(missing.statusCode, 404)
+      assert.equal(missing.headers.sunset, SUNSET)
+      const anonymous = await t.app.inject({ method: 'GET', url: `/v1/pets/${petId}` })
+      assert.equal(anonymous.statusCode, 401)
+      assert.equal(anonymous.headers.deprecation, '@1798761600')
+    })
+
+    it('does not mark listPets or createPet as deprecated', async () => {
+      const list = await t.request(key, { method: 'GET', url: '/v1/pets' })
+      const create = await postPet(t, key, '{"name":"New","categoryId":1}')
+      for (const response of [list, create]) {
+        assert.equal(response.headers.deprecation, undefined)
+        assert.equal(response.headers.sunset, undefined)
+      }
+    })
+
+    it('still answers the millisecond before the sunset', async () => {
+      t.clock.ms = GET_PET_SUNSET.getTime() - 1
+      const response = await t.request(key, { method: 'GET', url: `/v1/pets/${petId}` })
+      assert.equal(response.statusCode, 200)
+    })
+
+    it('answers 410 gone from the sunset instant on, while listPets keeps working', async () => {
+      t.clock.ms = GET_PET_SUNSET.getTime()
+      const response = await t.request(key, { method: 'GET', url: `/v1/pets/${petId}` })
+      assert.equal(response.statusCode, 410)
+      assert.equal(errorBody(response).code, 'gone')
+      assert.match(errorBody(response).message, /GET \/v1\/pets/)
+      assert.equal(response.headers.sunset, SUNSET)
+      assert.equal((await t.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+    })
+  })
+}
+
+describe('deprecation date default', () => {
+  it('sends @1795305600 (2026-11-22) when GETPET_DEPRECATED_AT is unset', async () => {
+    const t = await buildTestApp('sqlite', { clock: new ManualClock() })
+    try {
+      const response = await t.app.inject({ method: 'GET', url: '/v1/pets/1' })
+      assert.equal(response.headers.deprecation, '@1795305600')
+    } finally {
+      await t.close()
+    }
+  })
+})

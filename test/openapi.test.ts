@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { ERROR_CODES, ERROR_STATUS } from '../src/errors.js'
+import { ROOT, buildTestApp, type TestApp } from './helper.js'
+
+interface Operation {
+  operationId: string
+  deprecated?: boolean
+  parameters?: { name: string; in: string; required?: boolean; schema: Record<string, unknown> }[]
+  responses: Record<string, { description: string; content?: unknown; headers?: Record<string, unknown> }>
+  requestBody?: { required?: boolean; content: Record<string, { schema: unknown }> }
+}
+
+interface Document {
+  openapi: string
+  servers: { url: string }[]
+  security: unknown[]
+  paths: Record<string, Record<string, Operation>>
+  components: {
+    securitySchemes: Record<string, { type: string; scheme: string }>
+    schemas: Record<string, { properties: Record<string, { enum?: string[] }>; required: string[] }>
+  }
+}
+
+describe('OpenAPI document', () => {
+  let t: TestApp
+  let doc: Document
+  before(async () => {
+    t = await buildTestApp('sqlite', {
+      env: { PRODUCTION_BASE_URL: 'https://api.example.org', STAGING_BASE_URL: 'https://staging.example.org/' },
+    })
+    const response = await t.app.inject({ method: 'GET', url: '/v1/openapi.json' })
+    assert.equal(response.statusCode, 200)
+    doc = JSON.parse(response.body) as Document
+  })
+  after(() => t.close())
+
+  const operation = (id: string): Operation => {
+    for (const methods of Object.values(doc.paths)) {
+      for (const op of Object.values(methods)) if (op.operationId === id) return op
+    }
+    throw new Error(`no operation ${id}`)
+  }
+
+  it('is OpenAPI 3.1 with both servers, each ending in /v1', () => {
+    assert.equal(doc.openapi, '3.1.0')
+    assert.deepEqual(
+      doc.servers.map((s) => s.url),
+      ['https://api.example.org/v1', 'https://staging.example.org/v1'],
+    )
+  })
+
+  it('requires the bearer scheme everywhere', () => {
+    assert.deepEqual(doc.components.securitySchemes.bearerAuth, {
+      ...doc.components.securitySchemes.bearerAuth,
+      type: 'http',
+      scheme: 'bearer',
+    })
+    assert.deepEqual(doc.security, [{ bearerAuth: [] }])
+  })
+
+  it('has exactly the three operations, on paths relative to /v1', () => {
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/pets', '/pets/{petId}'])
+    assert.equal(doc.paths['/pets']?.get?.operationId, 'listPets')
+    assert.equal(doc.paths['/pets']?.post?.operationId, 'createPet')
+    assert.equal(doc.paths['/pets/{petId}']?.get?.operationId, 'getPet')
+    assert.deepEqual(Object.keys(doc.paths['/pets/{petId}'] ?? {}), ['get'])
+  })
+
+  it('marks getPet deprecated and only getPet', () => {
+    assert.equal(operation('getPet').deprecated, true)
+    assert.equal(operation('listPets').deprecated, undefined)
+    assert.equal(operation('createPet').deprecated, undefined)
+  })
+
+  it('lists every status each operation can return', () => {
+    const statuses = (id: string) => Object.keys(operation(id).responses).sort()
+    assert.deepEqual(statuses('listPets'), ['200', '400', '401', '500', '503'])
+    assert.deepEqual(statuses('createPet'), ['201', '400', '401', '413', '415', '500', '503'])
+    assert.deepEqual(statuses('getPet'), ['200', '400', '401', '404', '410', '500', '503'])
+  })
+
+  it('documents limit as an integer from 1 to 100 defaulting to 20, and the status filter', () => {
+    const parameters = operation('listPets').parameters ?? []
+    const limit = parameters.find((p) => p.name === 'limit')
+    assert.deepEqual(limit?.schema, { ...limit?.schema, type: 'integer', minimum: 1, maximum: 100, default: 20 })
+    const status = parameters.find((p) => p.name === 'status')
+    assert.deepEqual(status?.schema.enum, ['available', 'pending', 'sold'])
+  })
+
+  it('documents int64 ids and the Error body with the whole code catalogue', () => {
+    const { Pet, NewPet, Error: ErrorSchema } = doc.components.schemas
+    assert.ok(Pet && NewPet && ErrorSchema)
+    assert.deepEqual(Pet.required.sort(), ['categoryId', 'id', 'name'])
+    assert.deepEqual(NewPet.required.sort(), ['categoryId', 'name'])
+    assert.deepEqual(ErrorSchema.required.sort(), ['code', 'message', 'status'])
+    assert.deepEqual(ErrorSchema.properties.code?.enum, ERROR_CODES)
+    assert.equal(JSON.stringify(Pet.properties.id), JSON.stringify({ ...Pet.properties.id, type: 'integer', format: 'int64' }))
+  })
+
+  it('documents the 401 challenge and the deprecation headers', () => {
+    assert.ok(operation('listPets').responses['401']?.headers?.['WWW-Authenticate'])
+    const ok = operation('getPet').responses['200']?.headers ?? {}
+    assert.deepEqual(Object.keys(ok).sort(), ['Deprecation', 'Link', 'Sunset'])
+  })
+
+  it('keeps health and the document itself out of the document', () => {
+    assert.doesNotMatch(JSON.stringify(Object.keys(doc.paths)), /healthz|readyz|openapi/)
+  })
+
+  it('matches the error catalogue table of the README', () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+    for (const code of ERROR_CODES) {
+      assert.match(readme, new RegExp(`\\| \`${code}\` \\| ${ERROR_STATUS[code]} \\|`), `README lacks ${code}`)
+    }
+  })
+})

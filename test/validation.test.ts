@@ -1,0 +1,359 @@
+// node:test awaits describe and it itself. Remove once eslint.config.js lists them under allowForKnownSafeCalls.
+/* eslint-disable @typescript-eslint/no-floating-promises */
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import type { InjectOptions, LightMyRequestResponse } from 'fastify'
+import { ENGINES, buildTestApp, errorBody, postPet, type TestApp } from './helper.js'
+
+const BODY_LIMIT = 16 * 1024
+
+/** A valid create body padded with trailing white space to exactly `bytes` bytes. */
+function paddedBody(bytes: number): string {
+  const body = '{"name":"Padded","categoryId":1}'
+  return body + ' '.repeat(bytes - Buffer.byteLength(body))
+}
+
+interface Rejection {
+  /** What the client did wrong, as the test name says it. */
+  what: string
+  body: string
+  /** A quoted property name the message must contain. */
+  names?: string
+}
+
+const nameRejections: Rejection[] = [
+  { what: 'a missing name', body: '{"categoryId":1}', names: 'name' },
+  { what: 'a name sent as a number', body: '{"name":123,"categoryId":1}', names: 'name' },
+  { what: 'a null name', body: '{"name":null,"categoryId":1}', names: 'name' },
+  { what: 'an empty name', body: '{"name":"","categoryId":1}', names: 'name' },
+  { what: 'a name of spaces only', body: '{"name":"   ","categoryId":1}', names: 'name' },
+  { what: 'a name of a tab and a newline only', body: '{"name":"\\t\\n","categoryId":1}', names: 'name' },
+  { what: 'a name of 201 characters', body: JSON.stringify({ name: 'x'.repeat(201), categoryId: 1 }), names: 'name' },
+  { what: 'a name of 201 emoji', body: JSON.stringify({ name: '🐕'.repeat(201), categoryId: 1 }), names: 'name' },
+]
+
+const categoryIdRejections: Rejection[] = [
+  { what: 'a missing categoryId', body: '{"name":"a"}', names: 'categoryId' },
+  { what: 'a categoryId sent as a string', body: '{"name":"a","categoryId":"5"}', names: 'categoryId' },
+  { what: 'a fractional categoryId', body: '{"name":"a","categoryId":1.5}', names: 'categoryId' },
+  { what: 'a categoryId written as 1.0', body: '{"name":"a","categoryId":1.0}', names: 'categoryId' },
+  { what: 'a categoryId written with an exponent', body: '{"name":"a","categoryId":1e1}', names: 'categoryId' },
+  { what: 'a boolean categoryId', body: '{"name":"a","categoryId":true}', names: 'categoryId' },
+  { what: 'a null categoryId', body: '{"name":"a","categoryId":null}', names: 'categoryId' },
+  { what: 'a categoryId of 0', body: '{"name":"a","categoryId":0}', names: 'categoryId' },
+  { what: 'a negative categoryId', body: '{"name":"a","categoryId":-1}', names: 'categoryId' },
+  { what: 'a categoryId sent as an object', body: '{"name":"a","categoryId":{}}', names: 'categoryId' },
+  { what: 'a categoryId sent as an array', body: '{"name":"a","categoryId":[]}', names: 'categoryId' },
+]
+
+const statusRejections: Rejection[] = [
+  { what: 'a status in capitals', body: '{"name":"a","categoryId":1,"status":"AVAILABLE"}', names: 'status' },
+  { what: 'an unknown status', body: '{"name":"a","categoryId":1,"status":"lost"}', names: 'status' },
+  { what: 'an empty status', body: '{"name":"a","categoryId":1,"status":""}', names: 'status' },
+  { what: 'a null status', body: '{"name":"a","categoryId":1,"status":null}', names: 'status' },
+  { what: 'a numeric status', body: '{"name":"a","categoryId":1,"status":1}', names: 'status' },
+]
+
+const unknownPropertyRejections: Rejection[] = [
+  { what: 'a misspelt property', body: '{"name":"a","categoryId":1,"stauts":"sold"}', names: 'stauts' },
+  { what: 'a client-sent id', body: '{"id":7,"name":"a","categoryId":1}', names: 'id' },
+  { what: 'a constructor property', body: '{"name":"a","categoryId":1,"constructor":{"prototype":{"polluted":true}}}', names: 'constructor' },
+]
+
+const wholeBodyRejections: Rejection[] = [
+  { what: 'malformed JSON', body: '{"name":' },
+  { what: 'an empty body', body: '' },
+  { what: 'a body of white space only', body: ' \t\r\n ' },
+  { what: 'an array body', body: '[]' },
+  { what: 'a null body', body: 'null' },
+  { what: 'a string body', body: '"text"' },
+  { what: 'a number body', body: '42' },
+  { what: 'trailing garbage after the object', body: '{"name":"a","categoryId":1} x' },
+  { what: 'a duplicate key with different values', body: '{"name":"a","name":"b","categoryId":1}' },
+  { what: 'nesting 1000 levels deep', body: `{"name":"a","categoryId":1,"deep":${'['.repeat(1000)}${']'.repeat(1000)}}` },
+]
+
+for (const engine of ENGINES) {
+  describe(`createPet validation on ${engine}`, () => {
+    let t: TestApp
+    let key: string
+    before(async () => {
+      t = await buildTestApp(engine)
+      key = await t.createKey()
+    })
+    after(() => t.close())
+
+    const petCount = async (): Promise<number> => {
+      const response = await t.request(key, { method: 'GET', url: '/v1/pets?limit=100' })
+      assert.equal(response.statusCode, 200, response.body)
+      const count = (JSON.parse(response.body) as unknown[]).length
+      assert.ok(count < 100, 'the suite must stay under one page of pets for counts to be exact')
+      return count
+    }
+
+    /** Runs `send`, asserts the error and that nothing was stored, and returns the error body. */
+    const assertRejected = async (
+      send: () => Promise<LightMyRequestResponse>,
+      status: number,
+      code: string,
+      names?: string,
+    ): Promise<ReturnType<typeof errorBody>> => {
+      const before = await petCount()
+      const response = await send()
+      assert.equal(response.statusCode, status, response.body)
+      const body = errorBody(response)
+      assert.equal(body.code, code)
+      if (names !== undefined) assert.ok(body.message.includes(`'${names}'`), `message does not name '${names}': ${body.message}`)
+      assert.equal(await petCount(), before, 'a rejected create stored a pet')
+      return body
+    }
+
+    /** Asserts a 201 whose pet, and the pet fetched back, equal `sent` plus an id. */
+    const assertStored = async (response: LightMyRequestResponse, sent: Record<string, unknown>): Promise<void> => {
+      assert.equal(response.statusCode, 201, response.body)
+      const pet = JSON.parse(response.body) as { id: number }
+      assert.deepEqual(pet, { id: pet.id, ...sent })
+      const fetched = await t.request(key, { method: 'GET', url: `/v1/pets/${pet.id}` })
+      assert.equal(fetched.statusCode, 200, fetched.body)
+      assert.deepEqual(JSON.parse(fetched.body), pet)
+    }
+
+    const rejectAll = (rejections: Rejection[]): void => {
+      for (const { what, body, names } of rejections) {
+        it(`rejects ${what} with 400 invalid_request${names === undefined ? '' : ` naming '${names}'`}`, async () => {
+          await assertRejected(() => postPet(t, key, body), 400, 'invalid_request', names)
+        })
+      }
+    }
+
+    describe('name', () => {
+      rejectAll(nameRejections)
+
+      it('accepts a name of 200 characters and stores it exactly', async () => {
+        const name = 'n'.repeat(200)
+        await assertStored(await postPet(t, key, JSON.stringify({ name, categoryId: 1 })), { name, categoryId: 1 })
+      })
+
+      it('counts Unicode characters, not UTF-16 units: accepts a name of 200 emoji', async () => {
+        const name = '🐕'.repeat(200)
+        assert.equal(name.length, 400)
+        await assertStored(await postPet(t, key, JSON.stringify({ name, categoryId: 1 })), { name, categoryId: 1 })
+      })
+
+      it('stores a name with leading and trailing spaces unchanged', async () => {
+        const name = '  Rex  '
+        await assertStored(await postPet(t, key, JSON.stringify({ name, categoryId: 1 })), { name, categoryId: 1 })
+      })
+    })
+
+    describe('categoryId', () => {
+      rejectAll(categoryIdRejections)
+
+      it('accepts a categoryId of 1', async () => {
+        await assertStored(await postPet(t, key, '{"name":"One","categoryId":1}'), { name: 'One', categoryId: 1 })
+      })
+    })
+
+    describe('status', () => {
+      rejectAll(statusRejections)
+
+      for (const status of ['available', 'pending', 'sold'] as const) {
+        it(`accepts status ${status} and stores it`, async () => {
+          const response = await postPet(t, key, `{"name":"S","categoryId":2,"status":"${status}"}`)
+          await assertStored(response, { name: 'S', categoryId: 2, status })
+        })
+      }
+    })
+
+    describe('unknown properties', () => {
+      rejectAll(unknownPropertyRejections)
+
+      it("rejects a __proto__ property with 400 naming '__proto__' and leaves Object.prototype untouched", async () => {
+        const body = '{"name":"a","categoryId":1,"__proto__":{"polluted":true}}'
+        await assertRejected(() => postPet(t, key, body), 400, 'invalid_request', '__proto__')
+        assert.equal(Object.prototype.hasOwnProperty.call(Object.prototype, 'polluted'), false)
+        assert.equal((Object.create(Object.prototype) as Record<string, unknown>).polluted, undefined)
+      })
+    })
+
+    describe('whole body', () => {
+      rejectAll(wholeBodyRejections)
+
+      it('rejects a body that is not valid UTF-8 with 400 invalid_request', async () => {
+        const payload = Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('","categoryId":1}')])
+        await assertRejected(
+          () => t.request(key, { method: 'POST', url: '/v1/pets', headers: { 'content-type': 'application/json' }, payload }),
+          400,
+          'invalid_request',
+        )
+      })
+    })
+
+    describe('content type', () => {
+      const post = (headers: Record<string, string>, payload?: string): Promise<LightMyRequestResponse> => {
+        const options: InjectOptions = { method: 'POST', url: '/v1/pets', headers }
+        if (payload !== undefined) options.payload = payload
+        return t.request(key, options)
+      }
+      const valid = '{"name":"Typed","categoryId":3}'
+
+      it('rejects a request with no body and no content-type with 400 saying a body is required', async () => {
+        const { message } = await assertRejected(() => post({}), 400, 'invalid_request')
+        assert.match(message, /body is required/)
+      })
+
+      it('rejects a JSON body sent without a content-type with 415 unsupported_media_type', async () => {
+        await assertRejected(() => post({}, valid), 415, 'unsupported_media_type')
+      })
+
+      for (const contentType of [
+        'text/plain',
+        'application/x-www-form-urlencoded',
+        'application/json; charset=latin1',
+        'application/jsonx',
+      ]) {
+        it(`rejects a JSON body sent as ${contentType} with 415 unsupported_media_type`, async () => {
+          await assertRejected(() => post({ 'content-type': contentType }, valid), 415, 'unsupported_media_type')
+        })
+      }
+
+      it('accepts application/json; charset=utf-8', async () => {
+        const response = await post({ 'content-type': 'application/json; charset=utf-8' }, valid)
+        await assertStored(response, { name: 'Typed', categoryId: 3 })
+      })
+    })
+
+    describe('size', () => {
+      it('rejects a body of 16 KiB + 1 byte of white-space padding with 413 payload_too_large', async () => {
+        await assertRejected(() => postPet(t, key, paddedBody(BODY_LIMIT + 1)), 413, 'payload_too_large')
+      })
+
+      it('rejects a body of 16 KiB + 1 byte carrying a big unknown property with 413, not 400', async () => {
+        const head = '{"name":"a","categoryId":1,"big":"'
+        const body = head + 'x'.repeat(BODY_LIMIT + 1 - Buffer.byteLength(head) - 2) + '"}'
+        assert.equal(Buffer.byteLength(body), BODY_LIMIT + 1)
+        await assertRejected(() => postPet(t, key, body), 413, 'payload_too_large')
+      })
+
+      for (const bytes of [BODY_LIMIT - 1, BODY_LIMIT]) {
+        it(`accepts a valid body padded to ${bytes} bytes`, async () => {
+          const body = paddedBody(bytes)
+          assert.equal(Buffer.byteLength(body), bytes)
+          await assertStored(await postPet(t, key, body), { name: 'Padded', categoryId: 1 })
+        })
+      }
+    })
+  })
+
+  describe(`listPets and getPet validation on ${engine}`, () => {
+    let t: TestApp
+    let key: string
+    before(async () => {
+      t = await buildTestApp(engine)
+      key = await t.createKey()
+      for (let i = 0; i < 3; i++) assert.equal((await postPet(t, key, `{"name":"p${i}","categoryId":1,"status":"sold"}`)).statusCode, 201)
+    })
+    after(() => t.close())
+
+    const get = (url: string) => t.request(key, { method: 'GET', url })
+
+    const badQueries: [what: string, query: string, names: string][] = [
+      ['a limit of 0', '?limit=0', 'limit'],
+      ['a limit of 101', '?limit=101', 'limit'],
+      ['a negative limit', '?limit=-1', 'limit'],
+      ['a non-numeric limit', '?limit=abc', 'limit'],
+      ['a fractional limit', '?limit=1.5', 'limit'],
+      ['a limit with an exponent', '?limit=1e1', 'limit'],
+      ['an empty limit', '?limit=', 'limit'],
+      ['a limit without a value', '?limit', 'limit'],
+      ['a repeated limit', '?limit=5&limit=6', 'limit'],
+      ['a limit with a plus sign', '?limit=%2B5', 'limit'],
+      ['a limit with a form-encoded plus (a space)', '?limit=+5', 'limit'],
+      ['a limit with a leading zero', '?limit=05', 'limit'],
+      ['a limit with a leading space', '?limit=%205', 'limit'],
+      ['an unknown status', '?status=lost', 'status'],
+      ['an empty status', '?status=', 'status'],
+      ['a repeated status, even with the same value', '?status=sold&status=sold', 'status'],
+      ['a status in another case', '?status=Sold', 'status'],
+      ['an unknown query parameter', '?foo=1', 'foo'],
+    ]
+    for (const [what, query, names] of badQueries) {
+      it(`rejects ${what} (${query}) with 400 naming '${names}'`, async () => {
+        const response = await get(`/v1/pets${query}`)
+        assert.equal(response.statusCode, 400, response.body)
+        const body = errorBody(response)
+        assert.equal(body.code, 'invalid_request')
+        assert.ok(body.message.includes(`'${names}'`), `message does not name '${names}': ${body.message}`)
+      })
+    }
+
+    for (const [limit, expected] of [
+      ['1', 1],
+      ['100', 3],
+    ] as const) {
+      it(`accepts limit=${limit} with 200`, async () => {
+        const response = await get(`/v1/pets?limit=${limit}`)
+        assert.equal(response.statusCode, 200, response.body)
+        assert.equal((JSON.parse(response.body) as unknown[]).length, expected)
+      })
+    }
+
+    for (const petId of ['abc', '0', '-1', '1.5', '1e3', '01', '9223372036854775808', '99999999999999999999999']) {
+      it(`rejects petId ${petId} with 400 invalid_request naming 'petId'`, async () => {
+        const response = await get(`/v1/pets/${petId}`)
+        assert.equal(response.statusCode, 400, response.body)
+        const body = errorBody(response)
+        assert.equal(body.code, 'invalid_request')
+        assert.ok(body.message.includes("'petId'"), `message does not name 'petId': ${body.message}`)
+      })
+    }
+
+    it('answers 404 not_found for a well-formed id no pet has', async () => {
+      const response = await get('/v1/pets/424242')
+      assert.equal(response.statusCode, 404, response.body)
+      assert.equal(errorBody(response).code, 'not_found')
+    })
+  })
+
+  describe(`authentication before validation on ${engine}`, () => {
+    let t: TestApp
+    let key: string
+    before(async () => {
+      t = await buildTestApp(engine)
+      key = await t.createKey()
+    })
+    after(() => t.close())
+
+    const json = { 'content-type': 'application/json' }
+    const badRequests: [what: string, options: InjectOptions][] = [
+      ['malformed JSON', { method: 'POST', url: '/v1/pets', headers: json, payload: '{"name":' }],
+      ['an invalid field', { method: 'POST', url: '/v1/pets', headers: json, payload: '{"name":"a","categoryId":"5"}' }],
+      ['an unknown property', { method: 'POST', url: '/v1/pets', headers: json, payload: '{"name":"a","categoryId":1,"x":1}' }],
+      ['no body at all', { method: 'POST', url: '/v1/pets' }],
+      ['a text/plain body', { method: 'POST', url: '/v1/pets', headers: { 'content-type': 'text/plain' }, payload: 'hi' }],
+      ['a latin1 JSON body', { method: 'POST', url: '/v1/pets', headers: { 'content-type': 'application/json; charset=latin1' }, payload: '{}' }],
+      ['an oversized body', { method: 'POST', url: '/v1/pets', headers: json, payload: paddedBody(BODY_LIMIT + 1) }],
+      ['a bad limit', { method: 'GET', url: '/v1/pets?limit=0' }],
+      ['an unknown query parameter', { method: 'GET', url: '/v1/pets?foo=1' }],
+      ['a bad petId', { method: 'GET', url: '/v1/pets/abc' }],
+    ]
+    for (const [what, options] of badRequests) {
+      it(`answers ${what} sent without a key with 401 unauthorized`, async () => {
+        const response = await t.app.inject(options)
+        assert.equal(response.statusCode, 401, response.body)
+        assert.equal(errorBody(response).code, 'unauthorized')
+      })
+
+      it(`answers ${what} sent with an unknown key with 401 unauthorized`, async () => {
+        const response = await t.request('ps_live_not_a_real_key', options)
+        assert.equal(response.statusCode, 401, response.body)
+        assert.equal(errorBody(response).code, 'unauthorized')
+      })
+    }
+
+    it('stores nothing from unauthenticated creates', async () => {
+      const response = await t.request(key, { method: 'GET', url: '/v1/pets?limit=100' })
+      assert.equal(response.body, '[]')
+    })
+  })
+}
