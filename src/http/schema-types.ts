@@ -33,25 +33,28 @@ interface RangedSchema extends TSchema {
   [Range]: RangeOptions
 }
 
-TypeRegistry.Set<RangedSchema>('Int64', (schema, value) => typeof value === 'bigint' && inRange(value, schema[Range]))
-TypeRegistry.Set<RangedSchema>('IntegerText', (schema, value) => {
-  if (typeof value !== 'string') return false
-  const parsed = parseIntegerText(value)
-  return parsed !== undefined && inRange(parsed, schema[Range])
-})
+/** Teaches TypeBox's (global) registry the checks of the kinds below; idempotent. */
+export function registerSchemaKinds(): void {
+  TypeRegistry.Set<RangedSchema>('Int64', (schema, value) => typeof value === 'bigint' && inRange(value, schema[Range]))
+  TypeRegistry.Set<RangedSchema>('IntegerText', (schema, value) => {
+    if (typeof value !== 'string') return false
+    const parsed = parseIntegerText(value)
+    return parsed !== undefined && inRange(parsed, schema[Range])
+  })
+  TypeRegistry.Set<TSchema & { enum: string[] }>(
+    'StringEnum',
+    (schema, value) => typeof value === 'string' && schema.enum.includes(value),
+  )
+  TypeRegistry.Set<TSchema & { maxLength: number }>(
+    'Text',
+    (schema, value) => typeof value === 'string' && /\S/.test(value) && [...value].length <= schema.maxLength,
+  )
+}
 
 /** The exact bounds of an Int64 or IntegerText schema, for error messages. */
 export function rangeOfSchema(schema: TSchema): RangeOptions | undefined {
   return (schema as Partial<RangedSchema>)[Range]
 }
-TypeRegistry.Set<TSchema & { enum: string[] }>(
-  'StringEnum',
-  (schema, value) => typeof value === 'string' && schema.enum.includes(value),
-)
-TypeRegistry.Set<TSchema & { maxLength: number }>(
-  'Text',
-  (schema, value) => typeof value === 'string' && /\S/.test(value) && [...value].length <= schema.maxLength,
-)
 
 /** JSON Schema bounds for the document: only those a JSON number can state exactly. */
 function documentedBounds({ minimum, maximum }: RangeOptions): { minimum?: number; maximum?: number } {

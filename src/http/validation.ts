@@ -3,7 +3,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { type ValueError, ValueErrorType } from '@sinclair/typebox/errors'
 import type { FastifySchemaCompiler } from 'fastify'
 import { ApiError } from '../errors.js'
-import { rangeOfSchema } from './schema-types.js'
+import { rangeOfSchema, registerSchemaKinds } from './schema-types.js'
 
 const MAX_REPORTED = 5
 
@@ -19,6 +19,7 @@ const PART_NAMES: Record<string, string> = {
  * value passes exactly as the client sent it or is refused with every problem named.
  */
 export function createValidatorCompiler(references: TSchema[]): FastifySchemaCompiler<TSchema> {
+  registerSchemaKinds()
   return ({ schema, httpPart = 'body' }) => {
     const compiled = TypeCompiler.Compile(schema, references)
     return (data: unknown) =>
