@@ -44,8 +44,9 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     'application/json',
     { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES },
     (request, body: Buffer, done) => {
-      const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]
-      if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+      const charsets = [...(request.headers['content-type'] ?? '').matchAll(/;\s*charset\s*=\s*"?([^";\s]*)/gi)]
+      const charset = charsets.map((match) => match[1] ?? '').find((name) => !/^utf-?8$/i.test(name))
+      if (charset !== undefined) {
         done(new ApiError('unsupported_media_type', `Unsupported charset "${charset}": send UTF-8 JSON.`))
         return
       }

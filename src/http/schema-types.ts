@@ -47,7 +47,12 @@ export function registerSchemaKinds(): void {
   )
   TypeRegistry.Set<TSchema & { maxLength: number }>(
     'Text',
-    (schema, value) => typeof value === 'string' && /\S/.test(value) && [...value].length <= schema.maxLength,
+    (schema, value) =>
+      typeof value === 'string' &&
+      /\S/.test(value) &&
+      // A lone surrogate cannot be stored as UTF-8: it would come back altered.
+      !/\p{Cs}/u.test(value) &&
+      [...value].length <= schema.maxLength,
   )
 }
 
@@ -98,7 +103,7 @@ export function StringEnum<const T extends readonly string[]>(values: T, options
   return Type.Unsafe<T[number]>({ ...options, [Kind]: 'StringEnum', type: 'string', enum: [...values] })
 }
 
-/** A string with at least one non-blank character and at most `maxLength` Unicode code points. */
+/** Well-formed Unicode with at least one non-blank character and at most `maxLength` code points. */
 export function Text(options: SchemaOptions & { maxLength: number }): TUnsafe<string> {
   return Type.Unsafe<string>({ ...options, [Kind]: 'Text', type: 'string', minLength: 1, pattern: '\\S' })
 }

@@ -30,10 +30,12 @@ export function createValidatorCompiler(references: TSchema[]): FastifySchemaCom
 }
 
 function describe(httpPart: string, data: unknown, errors: Iterable<ValueError>): string {
-  if (httpPart === 'body' && (data === undefined || data === null || typeof data !== 'object' || Array.isArray(data))) {
-    return data === undefined
-      ? 'A request body is required: send a JSON object with Content-Type: application/json.'
-      : 'The request body must be a JSON object.'
+  // Fastify hands a missing body to the validator as null, so the two read alike.
+  if (httpPart === 'body' && (data === undefined || data === null)) {
+    return 'A request body is required and must be a JSON object (none was sent, or it was null).'
+  }
+  if (httpPart === 'body' && (typeof data !== 'object' || Array.isArray(data))) {
+    return 'The request body must be a JSON object.'
   }
   const seen = new Set<string>()
   const problems: string[] = []
@@ -61,7 +63,7 @@ function explain(httpPart: string, error: ValueError): string {
     case 'StringEnum':
       return `'${name}' must be one of ${(schema.enum as string[]).join(', ')}`
     case 'Text':
-      return `'${name}' must be a JSON string with at least one non-blank character and at most ${schema.maxLength} characters`
+      return `'${name}' must be a JSON string of well-formed Unicode with at least one non-blank character and at most ${schema.maxLength} characters`
     default:
       return `'${name}': ${error.message}`
   }
