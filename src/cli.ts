@@ -101,11 +101,15 @@ function table(rows: string[][]): string {
   return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ').trimEnd()).join('\n')
 }
 
-async function withStorage<T>(config: Config, work: (storage: Storage) => Promise<T>): Promise<T> {
+/** Opens the database, brings it up to date (creating it if needed), runs `work`, closes it. */
+async function withStorage<T>(
+  config: Config,
+  work: (storage: Storage, applied: string[]) => Promise<T>,
+): Promise<T> {
   const storage = await openStorage(config.database)
   try {
-    await storage.migrate()
-    return await work(storage)
+    const applied = await storage.migrate()
+    return await work(storage, applied)
   } finally {
     await storage.close()
   }
@@ -212,7 +216,7 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
       }
       case 'migrate': {
         parse(rest, helpOption)
-        const applied = await withStorage(config, (storage) => storage.migrate())
+        const applied = await withStorage(config, async (_storage, applied) => applied)
         io.stdout(applied.length === 0 ? 'Database is up to date.\n' : `Applied: ${applied.join(', ')}\n`)
         return 0
       }

@@ -17,6 +17,15 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
   const applied = await storage.migrate()
   if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
   const app = await buildApp({ config, storage, logger })
+  // A request already in flight when shutdown starts would otherwise leave its keep-alive
+  // connection open after the response, and close() would wait for the client to hang up.
+  let closing = false
+  app.addHook('preClose', async () => {
+    closing = true
+  })
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close')
+  })
   await app.listen({ port: config.port, host: config.host })
   return {
     app,

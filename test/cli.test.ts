@@ -1,0 +1,427 @@
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { after, describe, it } from 'node:test'
+import { hashSecret } from '../src/api-keys/api-keys.service.js'
+import { loadConfig } from '../src/config.js'
+import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
+import { openStorage } from '../src/storage/storage.js'
+import { BIN, ROOT, databaseEnv } from './helper.js'
+import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackChild, trackedTempDir } from './processes.js'
+
+// The CLI as a user runs it: a real process, a real database file, exit codes and output streams.
+
+interface Run {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+/** A key as `keys create --json` prints it. */
+interface CreatedKey {
+  id: string
+  name: string
+  prefix: string
+  environment: string
+  createdAt: string
+  lastUsedAt: string | null
+  expiresAt: string | null
+  revokedAt: string | null
+  key: string
+}
+
+type ListedKey = Omit<CreatedKey, 'key'>
+
+after(cleanupProcesses)
+
+/** A fresh temp directory (the working directory) and the environment naming a database file not yet created in it. */
+function fresh(): { dir: string; dbFile: string; env: Record<string, string> } {
+  const dir = trackedTempDir('petstore-cli-')
+  const env = databaseEnv('sqlite', dir)
+  return { dir, dbFile: (env.DATABASE_URL ?? '').slice('sqlite://'.length), env }
+}
+
+/** Runs a command to its end, bounded in time; never rejects on a non-zero exit. */
+function run(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<Run> {
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    timeout: options.timeoutMs ?? 15_000,
+  })
+  trackChild(child)
+  let stdout = ''
+  let stderr = ''
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
+  return new Promise((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', (code, signal) => {
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
+
+/** `node bin/petstore.js …` in `cwd`, with only PATH and `env` as its environment. */
+function petstore(args: string[], env: Record<string, string>, cwd: string): Promise<Run> {
+  return run(process.execPath, [BIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env } })
+}
+
+async function createKey(env: Record<string, string>, cwd: string, name: string, ...extra: string[]): Promise<CreatedKey> {
+  const result = await petstore(['keys', 'create', '--name', name, '--json', ...extra], env, cwd)
+  assert.equal(result.code, 0, result.stderr)
+  return JSON.parse(result.stdout) as CreatedKey
+}
+
+async function listKeys(env: Record<string, string>, cwd: string): Promise<ListedKey[]> {
+  const result = await petstore(['keys', 'list', '--json'], env, cwd)
+  assert.equal(result.code, 0, result.stderr)
+  return JSON.parse(result.stdout) as ListedKey[]
+}
+
+function withoutSecret(created: CreatedKey): ListedKey {
+  const listed: Partial<CreatedKey> = { ...created }
+  delete listed.key
+  return listed as ListedKey
+}
+
+/** Fails if `text` shows any part of `secret` beyond its public prefix, its hash, or anything shaped like a SHA-256 hex digest. */
+function assertNoSecret(text: string, created: CreatedKey): void {
+  assert.ok(!text.includes(created.key), 'the secret key is shown')
+  assert.ok(!text.includes(created.key.slice(created.prefix.length)), 'the hidden part of the key is shown')
+  assert.ok(!text.includes(hashSecret(created.key)), 'the hash of the key is shown')
+  assert.doesNotMatch(text, /[0-9a-f]{64}/i, 'a 64-hex-character hash is shown')
+}
+
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+const LIVE_KEY = /^ps_live_[0-9A-Za-z]{32}$/
+
+describe('petstore CLI', { concurrency: 4 }, () => {
+  describe('keys create', () => {
+    it('creates the database file on first use and prints the new ps_live_ key alone on the last line', async () => {
+      const { dir, dbFile, env } = fresh()
+      assert.equal(fs.existsSync(dbFile), false)
+      const result = await petstore(['keys', 'create', '--name', 'ci'], env, dir)
+      assert.equal(result.code, 0, result.stderr)
+      assert.equal(result.stderr, '')
+      const lines = result.stdout.trimEnd().split('\n')
+      assert.ok(lines.length > 1, 'the key should follow a human-readable line')
+      assert.match(lines.at(-1) ?? '', LIVE_KEY)
+      assert.equal(fs.existsSync(dbFile), true)
+    })
+
+    it('prints a ps_test_ key when PETSTORE_ENV is staging', async () => {
+      const { dir, env } = fresh()
+      const result = await petstore(['keys', 'create', '--name', 'ci'], { ...env, PETSTORE_ENV: 'staging' }, dir)
+      assert.equal(result.code, 0, result.stderr)
+      assert.match(result.stdout.trimEnd().split('\n').at(-1) ?? '', /^ps_test_[0-9A-Za-z]{32}$/)
+    })
+
+    it('prints one JSON object with the key, its id, name, prefix, environment and dates with --json', async () => {
+      const { dir, env } = fresh()
+      const before = Date.now()
+      const result = await petstore(['keys', 'create', '--name', 'x', '--json'], env, dir)
+      const afterRun = Date.now()
+      assert.equal(result.code, 0, result.stderr)
+      assert.equal(result.stdout.trimEnd().split('\n').length, 1, 'one line of JSON')
+      const created = JSON.parse(result.stdout) as CreatedKey
+      assert.deepEqual(Object.keys(created).sort(), [
+        'createdAt',
+        'environment',
+        'expiresAt',
+        'id',
+        'key',
+        'lastUsedAt',
+        'name',
+        'prefix',
+        'revokedAt',
+      ])
+      assert.match(created.key, LIVE_KEY)
+      assert.match(created.id, /^key_[0-9A-Za-z]+$/)
+      assert.equal(created.name, 'x')
+      assert.equal(created.environment, 'production')
+      assert.ok(created.prefix.startsWith('ps_live_') && created.key.startsWith(created.prefix))
+      assert.ok(created.prefix.length < created.key.length / 2, `prefix ${created.prefix} gives too much away`)
+      assert.match(created.createdAt, ISO_INSTANT)
+      assert.ok(Date.parse(created.createdAt) >= before && Date.parse(created.createdAt) <= afterRun)
+      assert.equal(created.expiresAt, null)
+      assert.equal(created.lastUsedAt, null)
+      assert.equal(created.revokedAt, null)
+    })
+
+    it('sets expiresAt exactly the --expires-in duration after createdAt, for 30m, 12h, 90d and 4w', async () => {
+      const { dir, env } = fresh()
+      const durations = { '30m': 30 * 60_000, '12h': 12 * 3_600_000, '90d': 90 * 86_400_000, '4w': 28 * 86_400_000 }
+      for (const [text, ms] of Object.entries(durations)) {
+        const created = await createKey(env, dir, `expires in ${text}`, '--expires-in', text)
+        assert.match(created.expiresAt ?? '', ISO_INSTANT)
+        assert.equal(Date.parse(created.expiresAt ?? '') - Date.parse(created.createdAt), ms, text)
+      }
+    })
+
+    it('refuses a bad --expires-in (90x, 0d, abc, 3651d) with exit 2 and a message naming --expires-in, creating no key', async () => {
+      const { dir, env } = fresh()
+      for (const bad of ['90x', '0d', 'abc', '3651d']) {
+        const result = await petstore(['keys', 'create', '--name', 'x', '--expires-in', bad], env, dir)
+        assert.equal(result.code, 2, `${bad}: ${result.stderr}`)
+        assert.match(result.stderr, /--expires-in/, bad)
+        assert.doesNotMatch(result.stdout, /ps_(live|test)_/, bad)
+      }
+      assert.deepEqual(await listKeys(env, dir), [])
+    })
+
+    it('refuses to create a key without a --name, with exit 2', async () => {
+      const { dir, env } = fresh()
+      const result = await petstore(['keys', 'create'], env, dir)
+      assert.equal(result.code, 2)
+      assert.match(result.stderr, /--name/)
+      assert.equal(result.stdout, '')
+    })
+  })
+
+  describe('keys list', () => {
+    it('shows id, name, prefix, created, last used, expires and revoked of each key, never the secret nor a hash', async () => {
+      const { dir, env } = fresh()
+      const forever = await createKey(env, dir, 'forever')
+      const shortLived = await createKey(env, dir, 'short-lived', '--expires-in', '90d')
+      const result = await petstore(['keys', 'list'], env, dir)
+      assert.equal(result.code, 0, result.stderr)
+      const [header = '', ...rows] = result.stdout.trimEnd().split('\n')
+      assert.match(header, /^ID +NAME +PREFIX +ENVIRONMENT +CREATED +LAST USED +EXPIRES +REVOKED$/)
+      assert.equal(rows.length, 2)
+      for (const [row, key, expires] of [
+        [rows[0] ?? '', forever, 'never'],
+        [rows[1] ?? '', shortLived, shortLived.expiresAt ?? ''],
+      ] as const) {
+        assert.deepEqual(row.split(/ {2,}/), [key.id, key.name, `${key.prefix}…`, 'production', key.createdAt, 'never', expires, 'no'])
+      }
+      assertNoSecret(result.stdout, forever)
+      assertNoSecret(result.stdout, shortLived)
+    })
+
+    it('prints every key as JSON with --json, never the secret nor a hash', async () => {
+      const { dir, env } = fresh()
+      const forever = await createKey(env, dir, 'forever')
+      const shortLived = await createKey(env, dir, 'short-lived', '--expires-in', '90d')
+      const result = await petstore(['keys', 'list', '--json'], env, dir)
+      assert.equal(result.code, 0, result.stderr)
+      assert.deepEqual(JSON.parse(result.stdout), [withoutSecret(forever), withoutSecret(shortLived)])
+      assertNoSecret(result.stdout, forever)
+      assertNoSecret(result.stdout, shortLived)
+    })
+
+    it('says there are no keys yet on a new database', async () => {
+      const { dir, env } = fresh()
+      const result = await petstore(['keys', 'list'], env, dir)
+      assert.equal(result.code, 0, result.stderr)
+      assert.match(result.stdout, /no api keys/i)
+    })
+  })
+
+  describe('keys revoke', () => {
+    it('revokes a key by id with exit 0; keys list then shows it revoked and the other key untouched', async () => {
+      const { dir, env } = fresh()
+      const doomed = await createKey(env, dir, 'doomed')
+      const kept = await createKey(env, dir, 'kept')
+      const before = Date.now()
+      const result = await petstore(['keys', 'revoke', doomed.id], env, dir)
+      assert.equal(result.code, 0, result.stderr)
+      assert.ok(result.stdout.includes(doomed.id))
+
+      const [listedDoomed, listedKept] = await listKeys(env, dir)
+      assert.match(listedDoomed?.revokedAt ?? '', ISO_INSTANT)
+      assert.ok(Date.parse(listedDoomed?.revokedAt ?? '') >= before)
+      assert.deepEqual(listedDoomed, { ...withoutSecret(doomed), revokedAt: listedDoomed?.revokedAt })
+      assert.deepEqual(listedKept, withoutSecret(kept))
+
+      const table = await petstore(['keys', 'list'], env, dir)
+      const doomedRow = table.stdout.split('\n').find((line) => line.startsWith(doomed.id)) ?? ''
+      assert.equal(doomedRow.split(/ {2,}/).at(-1), listedDoomed?.revokedAt)
+    })
+
+    it('keeps the first revocation time when a key is revoked again', async () => {
+      const { dir, env } = fresh()
+      const key = await createKey(env, dir, 'twice')
+      assert.equal((await petstore(['keys', 'revoke', key.id], env, dir)).code, 0)
+      const [first] = await listKeys(env, dir)
+      const again = await petstore(['keys', 'revoke', key.id], env, dir)
+      assert.equal(again.code, 0, again.stderr)
+      assert.deepEqual(await listKeys(env, dir), [first])
+    })
+
+    it('exits 1 with a message on stderr naming an id no key has', async () => {
+      const { dir, env } = fresh()
+      const result = await petstore(['keys', 'revoke', 'key_doesNotExist00'], env, dir)
+      assert.equal(result.code, 1)
+      assert.match(result.stderr, /key_doesNotExist00/)
+      assert.equal(result.stdout, '')
+    })
+
+    it('exits 2 without exactly one id', async () => {
+      const { dir, env } = fresh()
+      for (const args of [['keys', 'revoke'], ['keys', 'revoke', 'key_a', 'key_b']]) {
+        const result = await petstore(args, env, dir)
+        assert.equal(result.code, 2, args.join(' '))
+        assert.notEqual(result.stderr, '')
+      }
+    })
+  })
+
+  describe('a key made by the CLI, against a running server', () => {
+    let server: ServerProcess | undefined
+    after(async () => {
+      if (server === undefined) return
+      // As before the move: SIGTERM, at most 5 s for it to exit, then SIGKILL; never a failure of the suite.
+      await stopServer(server, 'SIGTERM', 5_000).catch(() => undefined)
+    })
+
+    it('is accepted, then refused with 401 within 2 seconds of keys revoke while the server keeps running', { timeout: 30_000 }, async () => {
+      const { dir, env } = fresh()
+      const doomed = await createKey(env, dir, 'doomed')
+      const kept = await createKey(env, dir, 'kept')
+      const running = await startServer(env, dir)
+      server = running
+      const listPets = async (key: string) => {
+        const response = await fetch(`${running.baseUrl}/v1/pets`, {
+          headers: { authorization: `Bearer ${key}` },
+          signal: AbortSignal.timeout(2_000),
+        })
+        return { status: response.status, body: await response.text() }
+      }
+
+      assert.equal((await listPets(doomed.key)).status, 200)
+      assert.equal((await listPets(kept.key)).status, 200)
+      const [used] = await listKeys(env, dir)
+      assert.match(used?.lastUsedAt ?? '', ISO_INSTANT, 'keys list shows when the key was last used')
+
+      const revoked = await petstore(['keys', 'revoke', doomed.id], env, dir)
+      assert.equal(revoked.code, 0, revoked.stderr)
+      const revokedAt = Date.now()
+      let refused: { status: number; body: string } | undefined
+      while (Date.now() - revokedAt < 2_000) {
+        const answer = await listPets(doomed.key)
+        if (answer.status !== 200) {
+          refused = answer
+          break
+        }
+        await sleep(20)
+      }
+      const elapsed = Date.now() - revokedAt
+      assert.equal(refused?.status, 401, `still accepted ${elapsed} ms after keys revoke`)
+      assert.ok(elapsed < 2_000)
+      assert.deepEqual(Object.keys(JSON.parse(refused?.body ?? '{}') as object).sort(), ['code', 'message', 'status'])
+      assert.equal((await listPets(kept.key)).status, 200, 'the other key must keep working')
+      assert.equal(running.child.exitCode, null, running.output())
+    })
+  })
+
+  describe('usage', () => {
+    it('prints help listing every command with --help, exit 0', async () => {
+      const { dir } = fresh()
+      const result = await petstore(['--help'], {}, dir)
+      assert.equal(result.code, 0, result.stderr)
+      for (const command of ['serve', 'migrate', 'openapi', 'keys create', 'keys list', 'keys revoke']) {
+        assert.match(result.stdout, new RegExp(`^ +${command} `, 'm'), command)
+      }
+    })
+
+    it('prints help for keys create with --help, exit 0, naming its options', async () => {
+      const { dir } = fresh()
+      const result = await petstore(['keys', 'create', '--help'], {}, dir)
+      assert.equal(result.code, 0, result.stderr)
+      for (const option of ['--name', '--expires-in', '--json']) assert.ok(result.stdout.includes(option), option)
+    })
+
+    it('exits 2 with a message on stderr for an unknown command', async () => {
+      const { dir, env } = fresh()
+      const result = await petstore(['frobnicate'], env, dir)
+      assert.equal(result.code, 2)
+      assert.match(result.stderr, /frobnicate/)
+      assert.equal(result.stdout, '')
+    })
+
+    it('exits 2 with a message on stderr naming an unknown flag', async () => {
+      const { dir, env } = fresh()
+      const result = await petstore(['keys', 'list', '--bogus'], env, dir)
+      assert.equal(result.code, 2)
+      assert.match(result.stderr, /--bogus/)
+      assert.equal(result.stdout, '')
+    })
+  })
+
+  describe('openapi', () => {
+    it('prints the OpenAPI 3.1.0 document, with /pets and /pets/{petId}', async () => {
+      const { dir, env } = fresh()
+      const result = await petstore(['openapi'], env, dir)
+      assert.equal(result.code, 0, result.stderr)
+      const document = JSON.parse(result.stdout) as { openapi: string; paths: Record<string, Record<string, unknown>> }
+      assert.equal(document.openapi, '3.1.0')
+      assert.deepEqual(Object.keys(document.paths['/pets'] ?? {}).sort(), ['get', 'post'])
+      assert.deepEqual(Object.keys(document.paths['/pets/{petId}'] ?? {}), ['get'])
+    })
+  })
+
+  describe('migrate', () => {
+    it('migrates a new database with exit 0, then exits 0 again saying it is up to date', async () => {
+      const { dir, dbFile, env } = fresh()
+      const first = await petstore(['migrate'], env, dir)
+      assert.equal(first.code, 0, first.stderr)
+      const storage = await openStorage(loadConfig(env).database)
+      try {
+        assert.deepEqual(await storage.migrate(), [], 'migrations were left pending')
+      } finally {
+        await storage.close()
+      }
+      assert.equal(fs.existsSync(dbFile), true)
+      const second = await petstore(['migrate'], env, dir)
+      assert.equal(second.code, 0, second.stderr)
+      assert.match(second.stdout, /up to date/)
+    })
+
+    it('names the migrations it applied to a new database', async () => {
+      const { dir, env } = fresh()
+      const result = await petstore(['migrate'], env, dir)
+      assert.equal(result.code, 0, result.stderr)
+      assert.equal(result.stdout, `Applied: ${Object.keys(sqliteMigrations).sort().join(', ')}\n`)
+    })
+  })
+
+  describe('configuration', () => {
+    const badValues = [
+      ['PORT', 'abc'],
+      ['PORT', '0'],
+      ['PETSTORE_ENV', 'prod'],
+      ['DATABASE_URL', 'mysql://x'],
+    ] as const
+    for (const [variable, value] of badValues) {
+      it(`refuses ${variable}=${value}: serve and keys list exit 1 with a message naming ${variable}`, async () => {
+        const { dir, env } = fresh()
+        for (const command of [['serve'], ['keys', 'list']]) {
+          const result = await petstore(command, { ...env, [variable]: value }, dir)
+          assert.equal(result.code, 1, `${command.join(' ')}: ${result.stderr}`)
+          assert.ok(result.stderr.includes(variable), `${command.join(' ')}: ${result.stderr}`)
+          assert.equal(result.stdout, '')
+        }
+      })
+    }
+
+    it('never repeats the password of a DATABASE_URL it refuses', async () => {
+      const { dir } = fresh()
+      const result = await petstore(['keys', 'list'], { DATABASE_URL: 'postgres://admin:hunter2@db.internal/petstore' }, dir)
+      assert.equal(result.code, 1)
+      assert.match(result.stderr, /DATABASE_URL/)
+      assert.doesNotMatch(result.stderr, /hunter2/)
+    })
+  })
+
+  describe('installation', () => {
+    it('runs as `npx petstore --help` from the project, through the bin entry of package.json', { timeout: 60_000 }, async () => {
+      // --no-install: if the bin wiring broke, npx must fail here, not fetch some other "petstore" package.
+      const result = await run('npx', ['--no-install', 'petstore', '--help'], { cwd: ROOT, env: process.env, timeoutMs: 55_000 })
+      assert.equal(result.code, 0, result.stderr)
+      assert.match(result.stdout, /^Usage: petstore <command>/)
+    })
+  })
+})
