@@ -6,7 +6,7 @@ import { systemClock } from './clock.js'
 import { CONFIG_VARIABLES, type Config, ConfigError, loadConfig } from './config.js'
 import { createLogger } from './logger.js'
 import { closeOnSignals, startServer } from './server.js'
-import { openStorage, type Storage } from './storage/storage.js'
+import { openMigratedStorage, type Storage } from './storage/storage.js'
 
 export interface CliIo {
   env: Readonly<Record<string, string | undefined>>
@@ -106,9 +106,8 @@ async function withStorage<T>(
   config: Config,
   work: (storage: Storage, applied: string[]) => Promise<T>,
 ): Promise<T> {
-  const storage = await openStorage(config.database)
+  const { storage, applied } = await openMigratedStorage(config.database)
   try {
-    const applied = await storage.migrate()
     return await work(storage, applied)
   } finally {
     await storage.close()

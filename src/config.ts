@@ -3,7 +3,9 @@ import path from 'node:path'
 export type Environment = 'production' | 'staging'
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
 
-export type DatabaseConfig = { engine: 'sqlite'; path: string }
+export type DatabaseConfig =
+  | { engine: 'sqlite'; path: string }
+  | { engine: 'postgres'; url: string; poolSize: number }
 
 export interface Config {
   readonly port: number
@@ -36,7 +38,9 @@ export class ConfigError extends Error {
 export const CONFIG_VARIABLES = {
   PORT: 'TCP port to listen on (1-65535). Default 8080.',
   HOST: 'Address to listen on. Default 0.0.0.0 (all interfaces).',
-  DATABASE_URL: 'Unset: SQLite at ./data/petstore.db. `sqlite:///abs/path.db` for another SQLite file.',
+  DATABASE_URL:
+    'Unset: SQLite at ./data/petstore.db. `sqlite:///abs/path.db` for another SQLite file; `postgres://user:password@host:5432/db` (or `postgresql://`) for PostgreSQL.',
+  DATABASE_POOL_SIZE: 'PostgreSQL connections per process (1-1000). Default 10.',
   PETSTORE_ENV: '`production` (keys `ps_live_…`) or `staging` (keys `ps_test_…`). Default production.',
   PUBLIC_BASE_URL: 'Public origin of this deployment, e.g. https://api.example.com. Default http://localhost:PORT.',
   PRODUCTION_BASE_URL: 'Origin of production, listed in the OpenAPI servers. Default PUBLIC_BASE_URL when PETSTORE_ENV=production.',
@@ -134,5 +138,20 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
     }
     return { engine: 'sqlite', path: file }
   }
-  throw new ConfigError('DATABASE_URL', `must start with sqlite:// (got "${text.replace(/\/\/[^@/]*@/, '//***@')}")`)
+  if (/^postgres(ql)?:\/\//.test(text)) {
+    try {
+      new URL(text)
+    } catch {
+      throw new ConfigError('DATABASE_URL', `is not a valid URL (got "${withoutPassword(text)}")`)
+    }
+    return { engine: 'postgres', url: text, poolSize: integerVar(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) }
+  }
+  throw new ConfigError(
+    'DATABASE_URL',
+    `must start with sqlite://, postgres:// or postgresql:// (got "${withoutPassword(text)}")`,
+  )
+}
+
+function withoutPassword(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//***@')
 }

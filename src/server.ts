@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
 import type { Config } from './config.js'
-import { openStorage } from './storage/storage.js'
+import { openMigratedStorage } from './storage/storage.js'
 
 export interface RunningServer {
   app: FastifyInstance
@@ -13,8 +13,7 @@ export interface RunningServer {
 
 /** Opens storage, applies migrations and listens. */
 export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
-  const storage = await openStorage(config.database)
-  const applied = await storage.migrate()
+  const { storage, applied } = await openMigratedStorage(config.database)
   if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
   const app = await buildApp({ config, storage, logger })
   // A request already in flight when shutdown starts would otherwise leave its keep-alive

@@ -7,7 +7,7 @@ import { hashSecret } from '../src/api-keys/api-keys.service.js'
 import { loadConfig } from '../src/config.js'
 import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../src/storage/storage.js'
-import { BIN, ROOT, databaseEnv } from './helper.js'
+import { BIN, ROOT, sqliteDatabaseEnv } from './helper.js'
 import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackChild, trackedTempDir } from './processes.js'
 
 // The CLI as a user runs it: a real process, a real database file, exit codes and output streams.
@@ -39,7 +39,7 @@ after(cleanupProcesses)
 /** A fresh temp directory (the working directory) and the environment naming a database file not yet created in it. */
 function fresh(): { dir: string; dbFile: string; env: Record<string, string> } {
   const dir = trackedTempDir('petstore-cli-')
-  const env = databaseEnv('sqlite', dir)
+  const env = sqliteDatabaseEnv(dir)
   return { dir, dbFile: (env.DATABASE_URL ?? '').slice('sqlite://'.length), env }
 }
 
@@ -407,13 +407,15 @@ describe('petstore CLI', { concurrency: 4 }, () => {
       })
     }
 
-    it('never repeats the password of a DATABASE_URL it refuses', async () => {
-      const { dir } = fresh()
-      const result = await petstore(['keys', 'list'], { DATABASE_URL: 'postgres://admin:hunter2@db.internal/petstore' }, dir)
-      assert.equal(result.code, 1)
-      assert.match(result.stderr, /DATABASE_URL/)
-      assert.doesNotMatch(result.stderr, /hunter2/)
-    })
+    for (const url of ['mysql://admin:hunter2@db.internal/petstore', 'postgres://admin:hunter2@db.invalid/petstore']) {
+      it(`names DATABASE_URL but never its password when it cannot use ${url.split(':')[0]}://…`, async () => {
+        const { dir } = fresh()
+        const result = await petstore(['keys', 'list'], { DATABASE_URL: url }, dir)
+        assert.equal(result.code, 1)
+        assert.match(result.stderr, /DATABASE_URL/)
+        assert.doesNotMatch(result.stderr, /hunter2/)
+      })
+    }
   })
 
   describe('installation', () => {

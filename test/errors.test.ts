@@ -3,7 +3,7 @@ import net from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import { ERROR_CODES, ERROR_STATUS } from '../src/errors.js'
-import { ENGINES, buildTestApp, errorBody, type TestApp } from './helper.js'
+import { ENGINES, type Engine, buildTestApp, errorBody, type TestApp } from './helper.js'
 
 /** Sends raw bytes to a listening server and returns what it answered, up to the close. */
 function rawRequest(port: number, bytes: string): Promise<string> {
@@ -25,6 +25,13 @@ function parseRawResponse(raw: string): { status: number; headers: Record<string
     headerLines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
   )
   return { status: Number(statusLine.split(' ')[1]), headers, body }
+}
+
+/** What each engine's driver throws when its database cannot serve. */
+function outageError(engine: Engine): Error {
+  return engine === 'sqlite'
+    ? new Sqlite.SqliteError('database or disk is full', 'SQLITE_FULL')
+    : Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
 }
 
 for (const engine of ENGINES) {
@@ -156,7 +163,7 @@ for (const engine of ENGINES) {
           ...storage,
           pets: {
             ...storage.pets,
-            create: () => Promise.reject(new Sqlite.SqliteError('database or disk is full', 'SQLITE_FULL')),
+            create: () => Promise.reject(outageError(engine)),
           },
           isUnavailable: (error) => storage.isUnavailable(error),
         }),

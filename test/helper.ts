@@ -9,10 +9,19 @@ import type { Clock } from '../src/clock.js'
 import { type Config, loadConfig } from '../src/config.js'
 import { createLogger } from '../src/logger.js'
 import { openStorage, type Storage } from '../src/storage/storage.js'
+import { createPostgresDatabase } from './postgres.js'
 
-/** Every storage engine the storage-touching tests run on. */
-export const ENGINES = ['sqlite'] as const
-export type Engine = (typeof ENGINES)[number]
+export type Engine = 'sqlite' | 'postgres'
+
+/**
+ * Every storage engine the storage-touching tests run on. PostgreSQL needs a server:
+ * `npm run test:unit` always provides one (see test/run.ts); a file run on its own without
+ * PETSTORE_TEST_DATABASE_URL tests SQLite only, and says so.
+ */
+export const ENGINES: readonly Engine[] = process.env.PETSTORE_TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite']
+if (!ENGINES.includes('postgres')) {
+  process.stderr.write('PETSTORE_TEST_DATABASE_URL is not set: PostgreSQL tests are left out of this run.\n')
+}
 
 /** A clock the test moves by hand. */
 export class ManualClock implements Clock {
@@ -30,9 +39,29 @@ export function tempDir(prefix = 'petstore-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 }
 
-/** Environment variables naming a fresh database of the given engine. */
-export function databaseEnv(_engine: Engine, dir: string = tempDir()): Record<string, string> {
+export interface TestDatabase {
+  /** `DATABASE_URL` naming the new database. */
+  env: Record<string, string>
+  drop: () => Promise<void>
+}
+
+/** `DATABASE_URL` naming a SQLite file (not yet created) in `dir`. */
+export function sqliteDatabaseEnv(dir: string): Record<string, string> {
   return { DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}` }
+}
+
+/** A new, empty database of `engine`: a file in `dir`, or a database on the test server. */
+export async function createTestDatabase(engine: Engine, dir: string = tempDir()): Promise<TestDatabase> {
+  if (engine === 'sqlite') {
+    return {
+      env: sqliteDatabaseEnv(dir),
+      drop: () => Promise.resolve(fs.rmSync(path.join(dir, 'petstore.db'), { force: true })),
+    }
+  }
+  const server = process.env.PETSTORE_TEST_DATABASE_URL
+  if (server === undefined || server === '') throw new Error('PETSTORE_TEST_DATABASE_URL is not set')
+  const { url, drop } = await createPostgresDatabase(server)
+  return { env: { DATABASE_URL: url }, drop }
 }
 
 export interface TestApp {
@@ -55,7 +84,8 @@ export async function buildTestApp(
   options: { env?: Record<string, string>; clock?: ManualClock; storage?: (storage: Storage) => Storage } = {},
 ): Promise<TestApp> {
   const dir = tempDir()
-  const config = loadConfig({ ...databaseEnv(engine, dir), LOG_LEVEL: 'info', ...options.env }, dir)
+  const database = await createTestDatabase(engine, dir)
+  const config = loadConfig({ ...database.env, LOG_LEVEL: 'info', ...options.env }, dir)
   const clock = options.clock ?? new ManualClock()
   const opened = await openStorage(config.database)
   await opened.migrate()
@@ -91,6 +121,7 @@ export async function buildTestApp(
     async close() {
       await app.close()
       await opened.close()
+      await database.drop()
       fs.rmSync(dir, { recursive: true, force: true })
     },
   }

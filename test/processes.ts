@@ -83,9 +83,13 @@ export async function waitUntilHealthy(server: ServerProcess, timeoutMs = 10_000
  * Runs `petstore serve` in `dir` on a free port of 127.0.0.1 and resolves once it is healthy.
  * Its environment is PATH, HOST, PORT, LOG_LEVEL=warn and SHUTDOWN_TIMEOUT_MS=5000, each overridden by `env`.
  */
-export async function startServer(env: Record<string, string>, dir: string): Promise<ServerProcess> {
+export async function startServer(
+  env: Record<string, string>,
+  dir: string,
+  args: string[] = [],
+): Promise<ServerProcess> {
   const port = await freePort()
-  const child = spawn(process.execPath, [BIN, 'serve'], {
+  const child = spawn(process.execPath, [BIN, 'serve', ...args], {
     cwd: dir,
     env: {
       PATH: process.env.PATH ?? '',

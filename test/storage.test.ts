@@ -22,7 +22,7 @@ describe('SQLite storage', () => {
 
   it('applies migrations once and then finds nothing to do, across reopenings', async () => {
     const dir = tempDir()
-    const { database } = loadConfig({ DATABASE_URL: `sqlite://${path.join(dir, 'nested', 'pets.db')}` }, dir)
+    const database = { engine: 'sqlite' as const, path: path.join(dir, 'nested', 'pets.db') }
     try {
       const first = await openStorage(database)
       assert.deepEqual(await first.migrate(), ['0001-initial'])
@@ -42,7 +42,7 @@ describe('SQLite storage', () => {
 
   it('leaves the database file in WAL mode', async () => {
     const dir = tempDir()
-    const { database } = loadConfig({ DATABASE_URL: `sqlite://${path.join(dir, 'pets.db')}` }, dir)
+    const database = { engine: 'sqlite' as const, path: path.join(dir, 'pets.db') }
     try {
       const storage = await openStorage(database)
       await storage.migrate()

@@ -1,6 +1,7 @@
 import type { ApiKeysRepository } from '../api-keys/api-keys.repository.js'
 import type { DatabaseConfig } from '../config.js'
 import type { PetsRepository } from '../pets/pets.repository.js'
+import { openPostgresStorage } from './postgres/postgres-storage.js'
 import { openSqliteStorage } from './sqlite/sqlite-storage.js'
 
 /** Everything the service keeps, behind one interface; each engine lives in its own folder. */
@@ -17,6 +18,27 @@ export interface Storage {
   close(): Promise<void>
 }
 
+/** Opens the configured engine. Nothing is created or migrated until `migrate()`. */
 export function openStorage(database: DatabaseConfig): Promise<Storage> {
-  return Promise.resolve(openSqliteStorage(database.path))
+  return Promise.resolve(
+    database.engine === 'sqlite'
+      ? openSqliteStorage(database.path)
+      : openPostgresStorage(database.url, database.poolSize),
+  )
+}
+
+/**
+ * Opens the configured engine and applies pending migrations: what every entry point does
+ * first. A database that cannot be reached is reported as such, naming DATABASE_URL.
+ */
+export async function openMigratedStorage(database: DatabaseConfig): Promise<{ storage: Storage; applied: string[] }> {
+  const storage = await openStorage(database)
+  try {
+    return { storage, applied: await storage.migrate() }
+  } catch (error) {
+    await storage.close().catch(() => {})
+    if (!storage.isUnavailable(error) && !storage.isUnavailable((error as Error).cause)) throw error
+    const reason = ((error as Error).cause as Error | undefined)?.message ?? (error as Error).message
+    throw new Error(`cannot reach the database named by DATABASE_URL: ${reason}`, { cause: error })
+  }
 }

@@ -44,7 +44,17 @@ export function openSqliteStorage(file: string): Storage {
     async migrate() {
       // Kysely only drives the migrations; it is not destroyed because that would close `db`.
       const kysely = new Kysely<unknown>({ dialect: new SqliteDialect({ database: db }) })
-      return runMigrations(kysely, sqliteMigrations)
+      // Kysely takes no lock on SQLite. Another process may be migrating the same file (several
+      // instances starting at once): IMMEDIATE takes the write lock first, waiting up to the busy
+      // timeout, so each migration is applied once, and all of them atomically.
+      db.exec('BEGIN IMMEDIATE')
+      try {
+        const applied = await runMigrations(kysely, sqliteMigrations)
+        db.exec('COMMIT')
+        return applied
+      } finally {
+        if (db.inTransaction) db.exec('ROLLBACK')
+      }
     },
     isUnavailable,
     ping() {
