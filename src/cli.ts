@@ -5,6 +5,7 @@ import { buildApp } from './app.js'
 import { systemClock } from './clock.js'
 import { CONFIG_VARIABLES, type Config, ConfigError, loadConfig } from './config.js'
 import { createLogger } from './logger.js'
+import { isWorker, parseWorkers, runPrimary } from './cluster.js'
 import { closeOnSignals, startServer } from './server.js'
 import { openMigratedStorage, type Storage } from './storage/storage.js'
 
@@ -24,7 +25,7 @@ const HELP = {
   main: `Usage: petstore <command> [options]
 
 Commands:
-  serve                 Run the HTTP service (migrates the database first)
+  serve [--workers N]   Run the HTTP service (migrates the database first)
   migrate               Apply pending database migrations and exit
   openapi               Print the OpenAPI document
   keys create           Create an API key
@@ -33,9 +34,12 @@ Commands:
 
 Configuration comes from environment variables (see README). Run "petstore <command> --help" for more.
 Exit codes: 0 success, 1 failure, 2 usage error.`,
-  serve: `Usage: petstore serve
+  serve: `Usage: petstore serve [--workers N|auto]
 
-Runs the HTTP service. It reads these environment variables:
+Runs the HTTP service (applying pending migrations first).
+  --workers N   N processes sharing the port (node:cluster); auto = one per core. Default 1.
+
+It reads these environment variables:
 ${Object.entries(CONFIG_VARIABLES)
   .map(([name, meaning]) => `  ${name.padEnd(22)}${meaning}`)
   .join('\n')}`,
@@ -207,10 +211,17 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
 
     switch (command) {
       case 'serve': {
-        parse(rest, helpOption)
+        const { values } = parse(rest, { ...helpOption, workers: { type: 'string' } })
+        const workers = parseWorkers(values.workers)
+        if (workers === undefined) throw new UsageError(`--workers must be a number from 1 to 256 or "auto", got "${values.workers}"`)
         const logger = createLogger(config)
-        const server = await startServer(config, logger)
-        closeOnSignals(server, config, logger)
+        if (workers > 1 && !isWorker()) {
+          await runPrimary(config, logger, workers)
+          return 'serving'
+        }
+        // Workers skip migrations: their primary applied them before forking.
+        const server = await startServer(config, logger, { migrate: !isWorker() })
+        closeOnSignals(server, config, logger, { worker: isWorker() })
         return 'serving'
       }
       case 'migrate': {

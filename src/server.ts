@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
 import type { Config } from './config.js'
-import { openMigratedStorage } from './storage/storage.js'
+import { openMigratedStorage, openStorage, type Storage } from './storage/storage.js'
 
 export interface RunningServer {
   app: FastifyInstance
@@ -11,10 +11,20 @@ export interface RunningServer {
   close(): Promise<void>
 }
 
-/** Opens storage, applies migrations and listens. */
-export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
-  const { storage, applied } = await openMigratedStorage(config.database)
-  if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
+/** Opens storage, applies migrations (unless told not to) and listens. */
+export async function startServer(
+  config: Config,
+  logger: Logger,
+  { migrate = true }: { migrate?: boolean } = {},
+): Promise<RunningServer> {
+  let storage: Storage
+  if (migrate) {
+    const opened = await openMigratedStorage(config.database)
+    if (opened.applied.length > 0) logger.info({ migrations: opened.applied }, 'applied migrations')
+    storage = opened.storage
+  } else {
+    storage = await openStorage(config.database)
+  }
   const app = await buildApp({ config, storage, logger })
   // A request already in flight when shutdown starts would otherwise leave its keep-alive
   // connection open after the response, and close() would wait for the client to hang up.
@@ -39,8 +49,16 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
  * On SIGTERM or SIGINT: stop accepting, finish in-flight requests, close the database, exit 0.
  * If that takes longer than the configured timeout, exit 1.
  */
-export function closeOnSignals(server: RunningServer, config: Config, logger: Logger): void {
-  closeWithGrace({ delay: config.shutdownTimeoutMs, logger }, async ({ signal, err }) => {
+export function closeOnSignals(
+  server: RunningServer,
+  config: Config,
+  logger: Logger,
+  { worker = false }: { worker?: boolean } = {},
+): void {
+  // A cluster worker stops when its primary says so (SIGTERM). Ctrl-C in a terminal also sends
+  // SIGINT to every worker directly; obeying both would count as a second signal and exit 1.
+  if (worker) process.on('SIGINT', () => {})
+  closeWithGrace({ delay: config.shutdownTimeoutMs, logger, skip: worker ? ['SIGINT'] : [] }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
     else logger.info({ signal }, 'shutting down')
     await server.close()

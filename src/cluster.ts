@@ -1,0 +1,71 @@
+import cluster, { type Worker } from 'node:cluster'
+import os from 'node:os'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Config } from './config.js'
+import { openMigratedStorage } from './storage/storage.js'
+
+/** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
+export function parseWorkers(text: string | undefined): number | undefined {
+  if (text === undefined) return 1
+  if (text === 'auto') return os.availableParallelism()
+  return /^[1-9][0-9]{0,2}$/.test(text) && Number(text) <= 256 ? Number(text) : undefined
+}
+
+/**
+ * The primary of `serve --workers N`: applies migrations once, then forks N workers that share
+ * the listening port (node:cluster). A worker that dies while serving is replaced; one that dies
+ * before it listens stops the whole service, since a replacement would fail the same way. On
+ * SIGTERM or SIGINT every worker shuts down gracefully; the primary exits 0 when all did.
+ */
+export async function runPrimary(config: Config, logger: FastifyBaseLogger, count: number): Promise<void> {
+  const { storage, applied } = await openMigratedStorage(config.database)
+  await storage.close()
+  if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
+
+  const listening = new WeakSet<Worker>()
+  let stopping = false
+  let failed = false
+
+  const stopAll = () => {
+    stopping = true
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM')
+    // Workers bound their own shutdown; this only guards against one that hangs.
+    setTimeout(() => {
+      logger.error('workers did not stop in time')
+      process.exit(1)
+    }, config.shutdownTimeoutMs + 5_000).unref()
+  }
+
+  cluster.on('listening', (worker) => listening.add(worker))
+  cluster.on('exit', (worker, code, signal) => {
+    const clean = code === 0 && signal === null
+    if (!stopping) {
+      logger.error({ pid: worker.process.pid, code, signal }, 'worker exited')
+      if (listening.has(worker)) {
+        cluster.fork()
+      } else {
+        failed = true
+        stopAll()
+      }
+    } else if (!clean) {
+      failed = true
+    }
+    if (stopping && Object.keys(cluster.workers ?? {}).length === 0) {
+      logger.info('all workers stopped')
+      process.exit(failed ? 1 : 0)
+    }
+  })
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(signal, () => {
+      if (!stopping) {
+        logger.info({ signal }, 'shutting down workers')
+        stopAll()
+      }
+    })
+  }
+
+  logger.info({ workers: count }, 'starting workers')
+  for (let i = 0; i < count; i++) cluster.fork()
+}
+
+export const isWorker = (): boolean => cluster.isWorker

@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { after, describe, it } from 'node:test'
+import { BIN, ENGINES, createTestDatabase } from './helper.js'
+import { cleanupProcesses, startServer, stopServer, trackedTempDir } from './processes.js'
+
+after(cleanupProcesses)
+
+/** The pids of the live children of `pid`. */
+function childrenOf(pid: number): number[] {
+  const result = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+  return result.stdout.split('\n').filter(Boolean).map(Number)
+}
+
+for (const engine of ENGINES) {
+  describe(`serve --workers on ${engine}`, () => {
+    it('runs two workers on one port that answer 300 concurrent creates with 201 and distinct ids, then stop together on SIGTERM', { timeout: 60_000 }, async () => {
+      const dir = trackedTempDir('petstore-workers-')
+      const database = await createTestDatabase(engine, dir)
+      try {
+        const key = execFileSync(process.execPath, [BIN, 'keys', 'create', '--name', 'workers'], {
+          cwd: dir,
+          env: { PATH: process.env.PATH ?? '', ...database.env },
+          encoding: 'utf8',
+        })
+          .trimEnd()
+          .split('\n')
+          .at(-1) ?? ''
+        const server = await startServer({ ...database.env, LOG_LEVEL: 'info' }, dir, ['--workers', '2'])
+        const pid = server.child.pid ?? 0
+        const workers = childrenOf(pid)
+        assert.equal(workers.length, 2, `expected 2 workers, got ${workers.join(', ')}`)
+
+        const statuses: number[] = []
+        const ids = new Set<string>()
+        let next = 0
+        const sendAll = async () => {
+          while (next < 300) {
+            const i = next++
+            const response = await fetch(`${server.baseUrl}/v1/pets`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+              body: JSON.stringify({ name: `worker pet ${i}`, categoryId: i + 1 }),
+            })
+            statuses.push(response.status)
+            const text = await response.text()
+            if (response.status === 201) ids.add(/"id":(\d+)/.exec(text)?.[1] ?? '')
+          }
+        }
+        await Promise.all(Array.from({ length: 30 }, sendAll))
+        assert.deepEqual([...new Set(statuses)], [201], `statuses seen: ${[...new Set(statuses)].join(', ')}`)
+        assert.equal(ids.size, 300)
+
+        const exit = await stopServer(server, 'SIGTERM', 20_000)
+        assert.deepEqual(exit, { code: 0, signal: null }, server.output())
+        assert.deepEqual(childrenOf(pid), [])
+        assert.match(server.output(), /all workers stopped/)
+      } finally {
+        await database.drop()
+      }
+    })
+  })
+}
+
+describe('serve --workers usage', () => {
+  for (const value of ['0', 'abc', '1.5', '257']) {
+    it(`refuses --workers ${value} with exit code 2`, () => {
+      const dir = trackedTempDir('petstore-workers-')
+      const result = spawnSync(process.execPath, [BIN, 'serve', '--workers', value], {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite://${dir}/p.db` },
+        encoding: 'utf8',
+        timeout: 10_000,
+      })
+      assert.equal(result.status, 2)
+      assert.match(result.stderr, /--workers/)
+    })
+  }
+})
