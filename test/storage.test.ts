@@ -55,3 +55,46 @@ describe('SQLite storage', () => {
     }
   })
 })
+
+describe('SQLite failures', () => {
+  /** The error SQLite itself raises for `sql` on a connection set up by `setup`. */
+  function sqliteError(file: string, setup: (db: Sqlite.Database) => void, sql: string): unknown {
+    const db = new Sqlite(file, { readonly: false })
+    try {
+      setup(db)
+      db.exec(sql)
+    } catch (error) {
+      return error
+    } finally {
+      db.close()
+    }
+    throw new Error(`no error from ${sql}`)
+  }
+
+  it('counts a read-only or full database as unavailable (503), and a broken constraint as not', async () => {
+    const dir = tempDir()
+    const database = { engine: 'sqlite' as const, path: path.join(dir, 'pets.db') }
+    const storage = await openStorage(database)
+    try {
+      await storage.migrate()
+      const insert = "INSERT INTO pets (name, category_id, status, created_at) VALUES ('x', 1, NULL, 0)"
+      const readOnly = sqliteError(database.path, (db) => db.pragma('query_only = ON'), insert)
+      const full = sqliteError(
+        database.path,
+        (db) => db.pragma(`max_page_count = ${db.pragma('page_count', { simple: true }) as number}`),
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)
+         INSERT INTO pets (name, category_id, status, created_at) SELECT hex(randomblob(2000)), 1, NULL, 0 FROM n`,
+      )
+      const constraint = sqliteError(database.path, () => {}, "INSERT INTO pets (name, category_id, status, created_at) VALUES ('x', 1, 'lost', 0)")
+      assert.match(String((readOnly as { code?: string }).code), /^SQLITE_READONLY/)
+      assert.match(String((full as { code?: string }).code), /^SQLITE_FULL/)
+      assert.equal(storage.isUnavailable(readOnly), true)
+      assert.equal(storage.isUnavailable(full), true)
+      assert.equal(storage.isUnavailable(constraint), false)
+      assert.equal(storage.isUnavailable(new Error('a bug')), false)
+    } finally {
+      await storage.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
