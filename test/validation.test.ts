@@ -30,6 +30,7 @@ const nameRejections: Rejection[] = [
   { what: 'a name of 201 emoji', body: JSON.stringify({ name: '🐕'.repeat(201), categoryId: 1 }), names: 'name' },
   // UTF-8 cannot encode it: the database would keep something other than what the 201 echoed.
   { what: 'a name holding an unpaired surrogate', body: '{"name":"Rex\\ud800","categoryId":1}', names: 'name' },
+  { what: 'a name holding U+0000, which PostgreSQL cannot store', body: '{"name":"Rex\\u0000","categoryId":1}', names: 'name' },
 ]
 
 const categoryIdRejections: Rejection[] = [

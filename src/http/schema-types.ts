@@ -50,8 +50,9 @@ export function registerSchemaKinds(): void {
     (schema, value) =>
       typeof value === 'string' &&
       /\S/.test(value) &&
-      // A lone surrogate cannot be stored as UTF-8: it would come back altered.
-      !/\p{Cs}/u.test(value) &&
+      // A lone surrogate cannot be stored as UTF-8 (it would come back altered), and PostgreSQL
+      // text cannot hold U+0000: both are refused on every engine alike.
+      !/[\p{Cs}\u0000]/u.test(value) &&
       [...value].length <= schema.maxLength,
   )
 }
@@ -103,7 +104,7 @@ export function StringEnum<const T extends readonly string[]>(values: T, options
   return Type.Unsafe<T[number]>({ ...options, [Kind]: 'StringEnum', type: 'string', enum: [...values] })
 }
 
-/** Well-formed Unicode with at least one non-blank character and at most `maxLength` code points. */
+/** Well-formed Unicode without U+0000, with a non-blank character and at most `maxLength` code points. */
 export function Text(options: SchemaOptions & { maxLength: number }): TUnsafe<string> {
   return Type.Unsafe<string>({ ...options, [Kind]: 'Text', type: 'string', minLength: 1, pattern: '\\S' })
 }

@@ -63,7 +63,7 @@ function explain(httpPart: string, error: ValueError): string {
     case 'StringEnum':
       return `'${name}' must be one of ${(schema.enum as string[]).join(', ')}`
     case 'Text':
-      return `'${name}' must be a JSON string of well-formed Unicode with at least one non-blank character and at most ${schema.maxLength} characters`
+      return `'${name}' must be a JSON string of well-formed Unicode without U+0000, with at least one non-blank character and at most ${schema.maxLength} characters`
     default:
       return `'${name}': ${error.message}`
   }
