@@ -52,7 +52,8 @@ export function registerSchemaKinds(): void {
       /\S/.test(value) &&
       // A lone surrogate cannot be stored as UTF-8 (it would come back altered), and PostgreSQL
       // text cannot hold U+0000: both are refused on every engine alike.
-      !/[\p{Cs}\u0000]/u.test(value) &&
+      !/\p{Cs}/u.test(value) &&
+      !value.includes('\u0000') &&
       [...value].length <= schema.maxLength,
   )
 }
