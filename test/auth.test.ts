@@ -1,30 +1,24 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
-import { ENGINES, buildTestApp, errorBody, type TestApp } from './helper.js'
+import { ENGINES, buildTestApp, errorBody, useTestApp } from './helper.js'
 
 const CHALLENGE = 'Bearer realm="petstore"'
 const INVALID_CHALLENGE = 'Bearer realm="petstore", error="invalid_token"'
 
 for (const engine of ENGINES) {
   describe(`authentication on ${engine}`, () => {
-    let t: TestApp
-    let key: string
-    before(async () => {
-      t = await buildTestApp(engine)
-      key = await t.createKey()
-    })
-    after(() => t.close())
+    const fx = useTestApp(engine)
 
     const list = (authorization?: string) =>
-      t.app.inject({
+      fx.t.app.inject({
         method: 'GET',
         url: '/v1/pets',
         headers: authorization === undefined ? {} : { authorization },
       })
 
     it('accepts a valid key for each of the three operations', async () => {
-      const created = await t.request(key, {
+      const created = await fx.t.request(fx.key, {
         method: 'POST',
         url: '/v1/pets',
         headers: { 'content-type': 'application/json' },
@@ -32,8 +26,8 @@ for (const engine of ENGINES) {
       })
       assert.equal(created.statusCode, 201)
       const { id } = JSON.parse(created.body) as { id: number }
-      assert.equal((await t.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
-      assert.equal((await t.request(key, { method: 'GET', url: `/v1/pets/${id}` })).statusCode, 200)
+      assert.equal((await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+      assert.equal((await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${id}` })).statusCode, 200)
     })
 
     for (const [method, url] of [
@@ -42,7 +36,7 @@ for (const engine of ENGINES) {
       ['GET', '/v1/pets/1'],
     ] as const) {
       it(`refuses ${method} ${url} without a key with 401 and a bare Bearer challenge`, async () => {
-        const response = await t.app.inject({ method, url })
+        const response = await fx.t.app.inject({ method, url })
         assert.equal(response.statusCode, 401)
         assert.equal(errorBody(response).code, 'unauthorized')
         assert.equal(response.headers['www-authenticate'], CHALLENGE)
@@ -56,17 +50,17 @@ for (const engine of ENGINES) {
     })
 
     it('accepts the scheme word in any case', async () => {
-      assert.equal((await list(`bearer ${key}`)).statusCode, 200)
-      assert.equal((await list(`BEARER ${key}`)).statusCode, 200)
-      assert.equal((await list(`BeArEr ${key}`)).statusCode, 200)
+      assert.equal((await list(`bearer ${fx.key}`)).statusCode, 200)
+      assert.equal((await list(`BEARER ${fx.key}`)).statusCode, 200)
+      assert.equal((await list(`BeArEr ${fx.key}`)).statusCode, 200)
     })
 
     for (const [label, authorization] of [
       ['a Bearer scheme with no token', () => 'Bearer'],
       ['a Bearer scheme with an empty token', () => 'Bearer '],
       ['a token with a space in it', () => 'Bearer two words'],
-      ['a valid key with a character added', () => `Bearer ${key}x`],
-      ['a valid key with its last character removed', () => `Bearer ${key.slice(0, -1)}`],
+      ['a valid key with a character added', () => `Bearer ${fx.key}x`],
+      ['a valid key with its last character removed', () => `Bearer ${fx.key.slice(0, -1)}`],
     ] as const) {
       it(`refuses ${label} with invalid_token`, async () => {
         const response = await list(authorization())
@@ -77,18 +71,18 @@ for (const engine of ENGINES) {
     }
 
     it('answers unknown, revoked, expired and other-environment keys identically', async () => {
-      const service = createApiKeysService({ apiKeys: t.storage.apiKeys, clock: t.clock, environment: 'production' })
+      const service = createApiKeysService({ apiKeys: fx.t.storage.apiKeys, clock: fx.t.clock, environment: 'production' })
       const revoked = await service.create({ name: 'to revoke' })
       assert.equal((await list(`Bearer ${revoked.secret}`)).statusCode, 200)
       await service.revoke(revoked.key.id)
 
-      const expiring = await t.createKey({ name: 'expiring', expiresInMs: 60_000 })
+      const expiring = await fx.t.createKey({ name: 'expiring', expiresInMs: 60_000 })
       assert.equal((await list(`Bearer ${expiring}`)).statusCode, 200)
-      const staging = await t.createKey({ name: 'staging', environment: 'staging' })
+      const staging = await fx.t.createKey({ name: 'staging', environment: 'staging' })
       const unknown = `ps_live_${'A'.repeat(32)}`
       const stagingLookalike = `ps_live_${staging.slice('ps_test_'.length)}`
 
-      t.clock.advance(60_000)
+      fx.t.clock.advance(60_000)
       const answers = []
       for (const candidate of [unknown, revoked.secret, expiring, staging, stagingLookalike]) {
         const response = await list(`Bearer ${candidate}`)
@@ -98,14 +92,14 @@ for (const engine of ENGINES) {
           challenge: response.headers['www-authenticate'],
         })
       }
-      t.clock.advance(-60_000)
+      fx.t.clock.advance(-60_000)
       for (const answer of answers) assert.deepEqual(answer, answers[0])
       assert.equal(answers[0]?.status, 401)
       assert.equal(answers[0]?.challenge, INVALID_CHALLENGE)
     })
 
     it('refuses a revoked key on the very next request', async () => {
-      const service = createApiKeysService({ apiKeys: t.storage.apiKeys, clock: t.clock, environment: 'production' })
+      const service = createApiKeysService({ apiKeys: fx.t.storage.apiKeys, clock: fx.t.clock, environment: 'production' })
       const { key: record, secret } = await service.create({ name: 'revoked live' })
       assert.equal((await list(`Bearer ${secret}`)).statusCode, 200)
       await service.revoke(record.id)
@@ -113,50 +107,50 @@ for (const engine of ENGINES) {
     })
 
     it('expires a key at its expiry instant, not before', async () => {
-      const expiring = await t.createKey({ name: 'short', expiresInMs: 1_000 })
-      t.clock.advance(999)
+      const expiring = await fx.t.createKey({ name: 'short', expiresInMs: 1_000 })
+      fx.t.clock.advance(999)
       assert.equal((await list(`Bearer ${expiring}`)).statusCode, 200)
-      t.clock.advance(1)
+      fx.t.clock.advance(1)
       assert.equal((await list(`Bearer ${expiring}`)).statusCode, 401)
-      t.clock.advance(-1_000)
+      fx.t.clock.advance(-1_000)
     })
 
     it('writes last used at most once a minute per key', async () => {
-      const fresh = await t.createKey({ name: 'last used' })
+      const fresh = await fx.t.createKey({ name: 'last used' })
       const lastUsed = async () =>
-        (await t.storage.apiKeys.list()).find((k) => k.name === 'last used')?.lastUsedAt ?? null
+        (await fx.t.storage.apiKeys.list()).find((k) => k.name === 'last used')?.lastUsedAt ?? null
       assert.equal(await lastUsed(), null)
-      const start = t.clock.now()
+      const start = fx.t.clock.now()
       await list(`Bearer ${fresh}`)
       assert.equal(await lastUsed(), start)
-      t.clock.advance(30_000)
+      fx.t.clock.advance(30_000)
       await list(`Bearer ${fresh}`)
       assert.equal(await lastUsed(), start, 'a second use within the minute is not written')
-      t.clock.advance(30_000)
+      fx.t.clock.advance(30_000)
       await list(`Bearer ${fresh}`)
       assert.equal(await lastUsed(), start + 60_000)
-      t.clock.advance(-60_000)
+      fx.t.clock.advance(-60_000)
     })
 
     it('stores only a hash of the key, never the key itself', async () => {
-      const secret = await t.createKey({ name: 'hashed' })
-      const record = (await t.storage.apiKeys.list()).find((k) => k.name === 'hashed')
+      const secret = await fx.t.createKey({ name: 'hashed' })
+      const record = (await fx.t.storage.apiKeys.list()).find((k) => k.name === 'hashed')
       assert.ok(record)
       assert.equal(record.prefix, secret.slice(0, 12))
       assert.doesNotMatch(JSON.stringify(record), new RegExp(secret.slice(12)))
     })
 
     it('makes keys of 32 base62 characters after the environment prefix', async () => {
-      const secrets = await Promise.all([1, 2, 3].map(() => t.createKey()))
+      const secrets = await Promise.all([1, 2, 3].map(() => fx.t.createKey()))
       for (const secret of secrets) assert.match(secret, /^ps_live_[0-9A-Za-z]{32}$/)
       assert.equal(new Set(secrets).size, 3)
-      const staging = await t.createKey({ environment: 'staging' })
+      const staging = await fx.t.createKey({ environment: 'staging' })
       assert.match(staging, /^ps_test_[0-9A-Za-z]{32}$/)
     })
 
     it('serves the health checks and the OpenAPI document without a key', async () => {
       for (const url of ['/healthz', '/readyz', '/v1/openapi.json']) {
-        assert.equal((await t.app.inject({ method: 'GET', url })).statusCode, 200, url)
+        assert.equal((await fx.t.app.inject({ method: 'GET', url })).statusCode, 200, url)
       }
     })
   })

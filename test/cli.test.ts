@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, describe, it } from 'node:test'
@@ -7,17 +6,10 @@ import { hashSecret } from '../src/api-keys/api-keys.service.js'
 import { loadConfig } from '../src/config.js'
 import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../src/storage/storage.js'
-import { BIN, ROOT, sqliteDatabaseEnv } from './helper.js'
-import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackChild, trackedTempDir } from './processes.js'
+import { ROOT, sqliteDatabaseEnv } from './helper.js'
+import { type ServerProcess, cleanupProcesses, runCli, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 
 // The CLI as a user runs it: a real process, a real database file, exit codes and output streams.
-
-interface Run {
-  code: number | null
-  signal: NodeJS.Signals | null
-  stdout: string
-  stderr: string
-}
 
 /** A key as `keys create --json` prints it. */
 interface CreatedKey {
@@ -43,40 +35,14 @@ function fresh(): { dir: string; dbFile: string; env: Record<string, string> } {
   return { dir, dbFile: (env.DATABASE_URL ?? '').slice('sqlite://'.length), env }
 }
 
-/** Runs a command to its end, bounded in time; never rejects on a non-zero exit. */
-function run(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<Run> {
-  const child = spawn(command, args, {
-    cwd: options.cwd,
-    env: options.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    timeout: options.timeoutMs ?? 15_000,
-  })
-  trackChild(child)
-  let stdout = ''
-  let stderr = ''
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
-  return new Promise((resolve, reject) => {
-    child.once('error', reject)
-    child.once('close', (code, signal) => {
-      resolve({ code, signal, stdout, stderr })
-    })
-  })
-}
-
-/** `node bin/petstore.js …` in `cwd`, with only PATH and `env` as its environment. */
-function petstore(args: string[], env: Record<string, string>, cwd: string): Promise<Run> {
-  return run(process.execPath, [BIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env } })
-}
-
 async function createKey(env: Record<string, string>, cwd: string, name: string, ...extra: string[]): Promise<CreatedKey> {
-  const result = await petstore(['keys', 'create', '--name', name, '--json', ...extra], env, cwd)
+  const result = await runCli(['keys', 'create', '--name', name, '--json', ...extra], env, cwd)
   assert.equal(result.code, 0, result.stderr)
   return JSON.parse(result.stdout) as CreatedKey
 }
 
 async function listKeys(env: Record<string, string>, cwd: string): Promise<ListedKey[]> {
-  const result = await petstore(['keys', 'list', '--json'], env, cwd)
+  const result = await runCli(['keys', 'list', '--json'], env, cwd)
   assert.equal(result.code, 0, result.stderr)
   return JSON.parse(result.stdout) as ListedKey[]
 }
@@ -98,12 +64,12 @@ function assertNoSecret(text: string, created: CreatedKey): void {
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const LIVE_KEY = /^ps_live_[0-9A-Za-z]{32}$/
 
-describe('petstore CLI', { concurrency: 4 }, () => {
+describe('petstore CLI', { concurrency: 2 }, () => {
   describe('keys create', () => {
     it('creates the database file on first use and prints the new ps_live_ key alone on the last line', async () => {
       const { dir, dbFile, env } = fresh()
       assert.equal(fs.existsSync(dbFile), false)
-      const result = await petstore(['keys', 'create', '--name', 'ci'], env, dir)
+      const result = await runCli(['keys', 'create', '--name', 'ci'], env, dir)
       assert.equal(result.code, 0, result.stderr)
       assert.equal(result.stderr, '')
       const lines = result.stdout.trimEnd().split('\n')
@@ -114,7 +80,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
 
     it('prints a ps_test_ key when PETSTORE_ENV is staging', async () => {
       const { dir, env } = fresh()
-      const result = await petstore(['keys', 'create', '--name', 'ci'], { ...env, PETSTORE_ENV: 'staging' }, dir)
+      const result = await runCli(['keys', 'create', '--name', 'ci'], { ...env, PETSTORE_ENV: 'staging' }, dir)
       assert.equal(result.code, 0, result.stderr)
       assert.match(result.stdout.trimEnd().split('\n').at(-1) ?? '', /^ps_test_[0-9A-Za-z]{32}$/)
     })
@@ -122,7 +88,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
     it('prints one JSON object with the key, its id, name, prefix, environment and dates with --json', async () => {
       const { dir, env } = fresh()
       const before = Date.now()
-      const result = await petstore(['keys', 'create', '--name', 'x', '--json'], env, dir)
+      const result = await runCli(['keys', 'create', '--name', 'x', '--json'], env, dir)
       const afterRun = Date.now()
       assert.equal(result.code, 0, result.stderr)
       assert.equal(result.stdout.trimEnd().split('\n').length, 1, 'one line of JSON')
@@ -164,7 +130,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
     it('refuses a bad --expires-in (90x, 0d, abc, 3651d) with exit 2 and a message naming --expires-in, creating no key', async () => {
       const { dir, env } = fresh()
       for (const bad of ['90x', '0d', 'abc', '3651d']) {
-        const result = await petstore(['keys', 'create', '--name', 'x', '--expires-in', bad], env, dir)
+        const result = await runCli(['keys', 'create', '--name', 'x', '--expires-in', bad], env, dir)
         assert.equal(result.code, 2, `${bad}: ${result.stderr}`)
         assert.match(result.stderr, /--expires-in/, bad)
         assert.doesNotMatch(result.stdout, /ps_(live|test)_/, bad)
@@ -174,7 +140,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
 
     it('refuses to create a key without a --name, with exit 2', async () => {
       const { dir, env } = fresh()
-      const result = await petstore(['keys', 'create'], env, dir)
+      const result = await runCli(['keys', 'create'], env, dir)
       assert.equal(result.code, 2)
       assert.match(result.stderr, /--name/)
       assert.equal(result.stdout, '')
@@ -186,7 +152,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
       const { dir, env } = fresh()
       const forever = await createKey(env, dir, 'forever')
       const shortLived = await createKey(env, dir, 'short-lived', '--expires-in', '90d')
-      const result = await petstore(['keys', 'list'], env, dir)
+      const result = await runCli(['keys', 'list'], env, dir)
       assert.equal(result.code, 0, result.stderr)
       const [header = '', ...rows] = result.stdout.trimEnd().split('\n')
       assert.match(header, /^ID +NAME +PREFIX +ENVIRONMENT +CREATED +LAST USED +EXPIRES +REVOKED$/)
@@ -205,7 +171,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
       const { dir, env } = fresh()
       const forever = await createKey(env, dir, 'forever')
       const shortLived = await createKey(env, dir, 'short-lived', '--expires-in', '90d')
-      const result = await petstore(['keys', 'list', '--json'], env, dir)
+      const result = await runCli(['keys', 'list', '--json'], env, dir)
       assert.equal(result.code, 0, result.stderr)
       assert.deepEqual(JSON.parse(result.stdout), [withoutSecret(forever), withoutSecret(shortLived)])
       assertNoSecret(result.stdout, forever)
@@ -214,7 +180,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
 
     it('says there are no keys yet on a new database', async () => {
       const { dir, env } = fresh()
-      const result = await petstore(['keys', 'list'], env, dir)
+      const result = await runCli(['keys', 'list'], env, dir)
       assert.equal(result.code, 0, result.stderr)
       assert.match(result.stdout, /no api keys/i)
     })
@@ -226,7 +192,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
       const doomed = await createKey(env, dir, 'doomed')
       const kept = await createKey(env, dir, 'kept')
       const before = Date.now()
-      const result = await petstore(['keys', 'revoke', doomed.id], env, dir)
+      const result = await runCli(['keys', 'revoke', doomed.id], env, dir)
       assert.equal(result.code, 0, result.stderr)
       assert.ok(result.stdout.includes(doomed.id))
 
@@ -236,7 +202,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
       assert.deepEqual(listedDoomed, { ...withoutSecret(doomed), revokedAt: listedDoomed?.revokedAt })
       assert.deepEqual(listedKept, withoutSecret(kept))
 
-      const table = await petstore(['keys', 'list'], env, dir)
+      const table = await runCli(['keys', 'list'], env, dir)
       const doomedRow = table.stdout.split('\n').find((line) => line.startsWith(doomed.id)) ?? ''
       assert.equal(doomedRow.split(/ {2,}/).at(-1), listedDoomed?.revokedAt)
     })
@@ -244,16 +210,16 @@ describe('petstore CLI', { concurrency: 4 }, () => {
     it('keeps the first revocation time when a key is revoked again', async () => {
       const { dir, env } = fresh()
       const key = await createKey(env, dir, 'twice')
-      assert.equal((await petstore(['keys', 'revoke', key.id], env, dir)).code, 0)
+      assert.equal((await runCli(['keys', 'revoke', key.id], env, dir)).code, 0)
       const [first] = await listKeys(env, dir)
-      const again = await petstore(['keys', 'revoke', key.id], env, dir)
+      const again = await runCli(['keys', 'revoke', key.id], env, dir)
       assert.equal(again.code, 0, again.stderr)
       assert.deepEqual(await listKeys(env, dir), [first])
     })
 
     it('exits 1 with a message on stderr naming an id no key has', async () => {
       const { dir, env } = fresh()
-      const result = await petstore(['keys', 'revoke', 'key_doesNotExist00'], env, dir)
+      const result = await runCli(['keys', 'revoke', 'key_doesNotExist00'], env, dir)
       assert.equal(result.code, 1)
       assert.match(result.stderr, /key_doesNotExist00/)
       assert.equal(result.stdout, '')
@@ -262,7 +228,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
     it('exits 2 without exactly one id', async () => {
       const { dir, env } = fresh()
       for (const args of [['keys', 'revoke'], ['keys', 'revoke', 'key_a', 'key_b']]) {
-        const result = await petstore(args, env, dir)
+        const result = await runCli(args, env, dir)
         assert.equal(result.code, 2, args.join(' '))
         assert.notEqual(result.stderr, '')
       }
@@ -277,7 +243,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
       await stopServer(server, 'SIGTERM', 5_000).catch(() => undefined)
     })
 
-    it('is accepted, then refused with 401 within 2 seconds of keys revoke while the server keeps running', { timeout: 30_000 }, async () => {
+    it('is accepted, then refused with 401 within 2 seconds of keys revoke while the server keeps running', { timeout: 60_000 }, async () => {
       const { dir, env } = fresh()
       const doomed = await createKey(env, dir, 'doomed')
       const kept = await createKey(env, dir, 'kept')
@@ -296,7 +262,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
       const [used] = await listKeys(env, dir)
       assert.match(used?.lastUsedAt ?? '', ISO_INSTANT, 'keys list shows when the key was last used')
 
-      const revoked = await petstore(['keys', 'revoke', doomed.id], env, dir)
+      const revoked = await runCli(['keys', 'revoke', doomed.id], env, dir)
       assert.equal(revoked.code, 0, revoked.stderr)
       const revokedAt = Date.now()
       let refused: { status: number; body: string } | undefined
@@ -320,7 +286,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
   describe('usage', () => {
     it('prints help listing every command with --help, exit 0', async () => {
       const { dir } = fresh()
-      const result = await petstore(['--help'], {}, dir)
+      const result = await runCli(['--help'], {}, dir)
       assert.equal(result.code, 0, result.stderr)
       for (const command of ['serve', 'migrate', 'openapi', 'keys create', 'keys list', 'keys revoke']) {
         assert.match(result.stdout, new RegExp(`^ +${command} `, 'm'), command)
@@ -329,14 +295,14 @@ describe('petstore CLI', { concurrency: 4 }, () => {
 
     it('prints help for keys create with --help, exit 0, naming its options', async () => {
       const { dir } = fresh()
-      const result = await petstore(['keys', 'create', '--help'], {}, dir)
+      const result = await runCli(['keys', 'create', '--help'], {}, dir)
       assert.equal(result.code, 0, result.stderr)
       for (const option of ['--name', '--expires-in', '--json']) assert.ok(result.stdout.includes(option), option)
     })
 
     it('exits 2 with a message on stderr for an unknown command', async () => {
       const { dir, env } = fresh()
-      const result = await petstore(['frobnicate'], env, dir)
+      const result = await runCli(['frobnicate'], env, dir)
       assert.equal(result.code, 2)
       assert.match(result.stderr, /frobnicate/)
       assert.equal(result.stdout, '')
@@ -344,7 +310,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
 
     it('exits 2 with a message on stderr naming an unknown flag', async () => {
       const { dir, env } = fresh()
-      const result = await petstore(['keys', 'list', '--bogus'], env, dir)
+      const result = await runCli(['keys', 'list', '--bogus'], env, dir)
       assert.equal(result.code, 2)
       assert.match(result.stderr, /--bogus/)
       assert.equal(result.stdout, '')
@@ -354,7 +320,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
   describe('openapi', () => {
     it('prints the OpenAPI 3.1.0 document, with /pets and /pets/{petId}', async () => {
       const { dir, env } = fresh()
-      const result = await petstore(['openapi'], env, dir)
+      const result = await runCli(['openapi'], env, dir)
       assert.equal(result.code, 0, result.stderr)
       const document = JSON.parse(result.stdout) as { openapi: string; paths: Record<string, Record<string, unknown>> }
       assert.equal(document.openapi, '3.1.0')
@@ -366,7 +332,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
   describe('migrate', () => {
     it('migrates a new database with exit 0, then exits 0 again saying it is up to date', async () => {
       const { dir, dbFile, env } = fresh()
-      const first = await petstore(['migrate'], env, dir)
+      const first = await runCli(['migrate'], env, dir)
       assert.equal(first.code, 0, first.stderr)
       const storage = await openStorage(loadConfig(env).database)
       try {
@@ -375,14 +341,14 @@ describe('petstore CLI', { concurrency: 4 }, () => {
         await storage.close()
       }
       assert.equal(fs.existsSync(dbFile), true)
-      const second = await petstore(['migrate'], env, dir)
+      const second = await runCli(['migrate'], env, dir)
       assert.equal(second.code, 0, second.stderr)
       assert.match(second.stdout, /up to date/)
     })
 
     it('names the migrations it applied to a new database', async () => {
       const { dir, env } = fresh()
-      const result = await petstore(['migrate'], env, dir)
+      const result = await runCli(['migrate'], env, dir)
       assert.equal(result.code, 0, result.stderr)
       assert.equal(result.stdout, `Applied: ${Object.keys(sqliteMigrations).sort().join(', ')}\n`)
     })
@@ -399,7 +365,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
       it(`refuses ${variable}=${value}: serve and keys list exit 1 with a message naming ${variable}`, async () => {
         const { dir, env } = fresh()
         for (const command of [['serve'], ['keys', 'list']]) {
-          const result = await petstore(command, { ...env, [variable]: value }, dir)
+          const result = await runCli(command, { ...env, [variable]: value }, dir)
           assert.equal(result.code, 1, `${command.join(' ')}: ${result.stderr}`)
           assert.ok(result.stderr.includes(variable), `${command.join(' ')}: ${result.stderr}`)
           assert.equal(result.stdout, '')
@@ -410,7 +376,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
     for (const url of ['mysql://admin:hunter2@db.internal/petstore', 'postgres://admin:hunter2@db.invalid/petstore']) {
       it(`names DATABASE_URL but never its password when it cannot use ${url.split(':')[0]}://…`, async () => {
         const { dir } = fresh()
-        const result = await petstore(['keys', 'list'], { DATABASE_URL: url }, dir)
+        const result = await runCli(['keys', 'list'], { DATABASE_URL: url }, dir)
         assert.equal(result.code, 1)
         assert.match(result.stderr, /DATABASE_URL/)
         assert.doesNotMatch(result.stderr, /hunter2/)
@@ -421,7 +387,7 @@ describe('petstore CLI', { concurrency: 4 }, () => {
   describe('installation', () => {
     it('runs as `npx petstore --help` from the project, through the bin entry of package.json', { timeout: 60_000 }, async () => {
       // --no-install: if the bin wiring broke, npx must fail here, not fetch some other "petstore" package.
-      const result = await run('npx', ['--no-install', 'petstore', '--help'], { cwd: ROOT, env: process.env, timeoutMs: 55_000 })
+      const result = await runCommand('npx', ['--no-install', 'petstore', '--help'], { cwd: ROOT, env: process.env, timeoutMs: 55_000 })
       assert.equal(result.code, 0, result.stderr)
       assert.match(result.stdout, /^Usage: petstore <command>/)
     })

@@ -1,25 +1,21 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 import { GET_PET_SUNSET } from '../src/app.js'
-import { ENGINES, ManualClock, buildTestApp, errorBody, postPet, type TestApp } from './helper.js'
+import { ENGINES, ManualClock, buildTestApp, errorBody, postPet, useTestApp } from './helper.js'
 
 const SUNSET = 'Thu, 05 Dec 2030 00:00:00 GMT'
 const LINK = '</v1/pets>; rel="successor-version"'
 
 for (const engine of ENGINES) {
   describe(`deprecated getPet on ${engine}`, () => {
-    let t: TestApp
-    let key: string
+    const fx = useTestApp(engine, { env: { GETPET_DEPRECATED_AT: '2027-01-01T00:00:00Z' } })
     let petId: number
     before(async () => {
-      t = await buildTestApp(engine, { env: { GETPET_DEPRECATED_AT: '2027-01-01T00:00:00Z' } })
-      key = await t.createKey()
-      petId = (JSON.parse((await postPet(t, key, '{"name":"Old","categoryId":1}')).body) as { id: number }).id
+      petId = (JSON.parse((await postPet(fx.t, fx.key, '{"name":"Old","categoryId":1}')).body) as { id: number }).id
     })
-    after(() => t.close())
 
     it('announces Deprecation (configured date), Sunset and the successor on a 200', async () => {
-      const response = await t.request(key, { method: 'GET', url: `/v1/pets/${petId}` })
+      const response = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
       assert.equal(response.statusCode, 200)
       assert.equal(response.headers.deprecation, `@${Date.parse('2027-01-01T00:00:00Z') / 1000}`)
       assert.equal(response.headers.sunset, SUNSET)
@@ -27,17 +23,17 @@ for (const engine of ENGINES) {
     })
 
     it('announces the deprecation on its 404 and 401 too', async () => {
-      const missing = await t.request(key, { method: 'GET', url: '/v1/pets/999999' })
+      const missing = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/999999' })
       assert.equal(missing.statusCode, 404)
       assert.equal(missing.headers.sunset, SUNSET)
-      const anonymous = await t.app.inject({ method: 'GET', url: `/v1/pets/${petId}` })
+      const anonymous = await fx.t.app.inject({ method: 'GET', url: `/v1/pets/${petId}` })
       assert.equal(anonymous.statusCode, 401)
       assert.equal(anonymous.headers.deprecation, '@1798761600')
     })
 
     it('does not mark listPets or createPet as deprecated', async () => {
-      const list = await t.request(key, { method: 'GET', url: '/v1/pets' })
-      const create = await postPet(t, key, '{"name":"New","categoryId":1}')
+      const list = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })
+      const create = await postPet(fx.t, fx.key, '{"name":"New","categoryId":1}')
       for (const response of [list, create]) {
         assert.equal(response.headers.deprecation, undefined)
         assert.equal(response.headers.sunset, undefined)
@@ -45,19 +41,19 @@ for (const engine of ENGINES) {
     })
 
     it('still answers the millisecond before the sunset', async () => {
-      t.clock.ms = GET_PET_SUNSET.getTime() - 1
-      const response = await t.request(key, { method: 'GET', url: `/v1/pets/${petId}` })
+      fx.t.clock.ms = GET_PET_SUNSET.getTime() - 1
+      const response = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
       assert.equal(response.statusCode, 200)
     })
 
     it('answers 410 gone from the sunset instant on, while listPets keeps working', async () => {
-      t.clock.ms = GET_PET_SUNSET.getTime()
-      const response = await t.request(key, { method: 'GET', url: `/v1/pets/${petId}` })
+      fx.t.clock.ms = GET_PET_SUNSET.getTime()
+      const response = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
       assert.equal(response.statusCode, 410)
       assert.equal(errorBody(response).code, 'gone')
       assert.match(errorBody(response).message, /GET \/v1\/pets/)
       assert.equal(response.headers.sunset, SUNSET)
-      assert.equal((await t.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+      assert.equal((await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
     })
   })
 }

@@ -3,7 +3,7 @@ import net from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import { ERROR_CODES, ERROR_STATUS } from '../src/errors.js'
-import { ENGINES, type Engine, buildTestApp, errorBody, type TestApp } from './helper.js'
+import { ENGINES, type Engine, buildTestApp, errorBody, postPet, type TestApp, useTestApp } from './helper.js'
 
 /** Sends raw bytes to a listening server and returns what it answered, up to the close. */
 function rawRequest(port: number, bytes: string): Promise<string> {
@@ -36,17 +36,11 @@ function outageError(engine: Engine): Error {
 
 for (const engine of ENGINES) {
   describe(`error responses on ${engine}`, () => {
-    let t: TestApp
-    let key: string
-    before(async () => {
-      t = await buildTestApp(engine)
-      key = await t.createKey()
-    })
-    after(() => t.close())
+    const fx = useTestApp(engine)
 
     it('answers an unknown route with 404 not_found in the error shape', async () => {
       for (const url of ['/', '/v2/pets', '/v1/pet', '/v1/pets/1/owner', '/v1', '/pets']) {
-        const response = await t.request(key, { method: 'GET', url })
+        const response = await fx.t.request(fx.key, { method: 'GET', url })
         assert.equal(response.statusCode, 404, url)
         assert.equal(errorBody(response).code, 'not_found')
         assert.equal(response.headers['cache-control'], 'no-store')
@@ -62,7 +56,7 @@ for (const engine of ENGINES) {
         ['POST', '/v1/pets/1', 'GET, HEAD'],
       ] as const
       for (const [method, url, allow] of cases) {
-        const response = await t.request(key, { method, url })
+        const response = await fx.t.request(fx.key, { method, url })
         assert.equal(response.statusCode, 405, `${method} ${url}`)
         assert.equal(errorBody(response).code, 'method_not_allowed')
         assert.equal(response.headers.allow, allow)
@@ -70,25 +64,25 @@ for (const engine of ENGINES) {
     })
 
     it('answers HEAD like GET, without a body', async () => {
-      const response = await t.request(key, { method: 'HEAD', url: '/v1/pets' })
+      const response = await fx.t.request(fx.key, { method: 'HEAD', url: '/v1/pets' })
       assert.equal(response.statusCode, 200)
       assert.equal(response.body, '')
     })
 
     it('answers a malformed URL encoding with 400 invalid_request', async () => {
-      const response = await t.request(key, { method: 'GET', url: '/v1/pets/%E0%A4%A' })
+      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/%E0%A4%A' })
       assert.equal(response.statusCode, 400)
       assert.equal(errorBody(response).code, 'invalid_request')
     })
 
     it('reads a trailing slash after /v1/pets as an empty petId: 400 naming petId', async () => {
-      const response = await t.request(key, { method: 'GET', url: '/v1/pets/' })
+      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/' })
       assert.equal(response.statusCode, 400)
       assert.match(errorBody(response).message, /'petId'/)
     })
 
     it('sets no-store on every error', async () => {
-      const response = await t.app.inject({ method: 'GET', url: '/v1/pets' })
+      const response = await fx.t.app.inject({ method: 'GET', url: '/v1/pets' })
       assert.equal(response.headers['cache-control'], 'no-store')
     })
 
@@ -170,12 +164,7 @@ for (const engine of ENGINES) {
       })
       try {
         const key = await t.createKey()
-        const response = await t.request(key, {
-          method: 'POST',
-          url: '/v1/pets',
-          headers: { 'content-type': 'application/json' },
-          payload: '{"name":"Full","categoryId":1}',
-        })
+        const response = await postPet(t, key, '{"name":"Full","categoryId":1}')
         assert.equal(response.statusCode, 503)
         assert.equal(errorBody(response).code, 'unavailable')
         assert.equal(response.headers['retry-after'], '5')

@@ -1,7 +1,9 @@
+import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { Writable } from 'node:stream'
+import { after, before } from 'node:test'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
 import { buildApp } from '../src/app.js'
@@ -79,11 +81,16 @@ export interface TestApp {
   close(): Promise<void>
 }
 
+export interface TestAppOptions {
+  /** Configuration variables on top of the test database and LOG_LEVEL=info. */
+  env?: Record<string, string>
+  clock?: ManualClock
+  /** Wraps the migrated storage, to make it fail on purpose. */
+  storage?: (storage: Storage) => Storage
+}
+
 /** Builds the real app on a new, migrated database of `engine`, with a manual clock. */
-export async function buildTestApp(
-  engine: Engine,
-  options: { env?: Record<string, string>; clock?: ManualClock; storage?: (storage: Storage) => Storage } = {},
-): Promise<TestApp> {
+export async function buildTestApp(engine: Engine, options: TestAppOptions = {}): Promise<TestApp> {
   const dir = tempDir()
   const database = await createTestDatabase(engine, dir)
   const config = loadConfig({ ...database.env, LOG_LEVEL: 'info', ...options.env }, dir)
@@ -126,6 +133,51 @@ export async function buildTestApp(
       fs.rmSync(dir, { recursive: true, force: true })
     },
   }
+}
+
+/** What `useTestApp` gives a suite: read `t` and `key` inside its tests and hooks, never in the describe body. */
+export interface TestAppFixture {
+  /** The suite's app, built by its `before` hook. */
+  readonly t: TestApp
+  /** An API key of the suite's app, created by the same hook. */
+  readonly key: string
+}
+
+/**
+ * The fixture of a suite that shares one app: registers, in the calling describe, a `before` hook
+ * that builds the app on `engine` (with `options`) and creates a key, and an `after` hook that
+ * closes it. A suite's own `before` hooks, registered after this call, run after it and may seed
+ * the app through the fixture.
+ */
+export function useTestApp(engine: Engine, options: TestAppOptions = {}): TestAppFixture {
+  let t: TestApp | undefined
+  let key: string | undefined
+  before(async () => {
+    t = await buildTestApp(engine, options)
+    key = await t.createKey()
+  })
+  after(() => t?.close())
+  const ready = <T>(value: T | undefined, name: string): T => {
+    if (value === undefined) {
+      throw new Error(`useTestApp: ${name} was read before the suite's before hook built it; read it inside a test or a hook`)
+    }
+    return value
+  }
+  return {
+    get t() {
+      return ready(t, 't')
+    },
+    get key() {
+      return ready(key, 'key')
+    },
+  }
+}
+
+/** GETs /v1/pets?limit=100, asserts 200, and returns the body as sent: every pet while a suite keeps under 100. */
+export async function listPetsText(t: TestApp, key: string): Promise<string> {
+  const response = await t.request(key, { method: 'GET', url: '/v1/pets?limit=100' })
+  assert.equal(response.statusCode, 200, response.body)
+  return response.body
 }
 
 /** POSTs a raw JSON text (not a JS object: the tests control every byte) to /v1/pets. */

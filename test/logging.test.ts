@@ -1,20 +1,14 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
-import { buildTestApp, postPet, type TestApp } from './helper.js'
+import { describe, it } from 'node:test'
+import { postPet, useTestApp } from './helper.js'
 
 describe('request logging and request ids', () => {
-  let t: TestApp
-  let key: string
-  before(async () => {
-    t = await buildTestApp('sqlite')
-    key = await t.createKey()
-  })
-  after(() => t.close())
+  const fx = useTestApp('sqlite')
 
   it('writes exactly one info line per request with method, route, status, duration and request id', async () => {
-    const before = t.logs.length
-    const response = await t.request(key, { method: 'GET', url: '/v1/pets?limit=5' })
-    const lines = t.logs.slice(before)
+    const before = fx.t.logs.length
+    const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets?limit=5' })
+    const lines = fx.t.logs.slice(before)
     assert.equal(lines.length, 1)
     const line = lines[0] ?? {}
     assert.equal(line.level, 30)
@@ -27,36 +21,36 @@ describe('request logging and request ids', () => {
   })
 
   it('never writes the Authorization header or the key to the logs', async () => {
-    await t.request(key, { method: 'GET', url: '/v1/pets' })
-    await t.request(`${key}wrong`, { method: 'GET', url: '/v1/pets' })
-    await postPet(t, key, '{"name":1}')
-    const text = JSON.stringify(t.logs)
-    assert.doesNotMatch(text, new RegExp(key.slice(8)))
+    await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })
+    await fx.t.request(`${fx.key}wrong`, { method: 'GET', url: '/v1/pets' })
+    await postPet(fx.t, fx.key, '{"name":1}')
+    const text = JSON.stringify(fx.t.logs)
+    assert.doesNotMatch(text, new RegExp(fx.key.slice(8)))
     assert.doesNotMatch(text, /Bearer/i)
   })
 
   it('echoes a sane X-Request-Id and uses it in the log line', async () => {
-    const before = t.logs.length
-    const response = await t.request(key, {
+    const before = fx.t.logs.length
+    const response = await fx.t.request(fx.key, {
       method: 'GET',
       url: '/v1/pets',
       headers: { 'x-request-id': 'client-abc.123:x' },
     })
     assert.equal(response.headers['x-request-id'], 'client-abc.123:x')
-    assert.equal(t.logs.slice(before)[0]?.reqId, 'client-abc.123:x')
+    assert.equal(fx.t.logs.slice(before)[0]?.reqId, 'client-abc.123:x')
   })
 
   it('replaces an insane X-Request-Id with a generated one', async () => {
     for (const given of ['has spaces', 'x'.repeat(129), 'quote"s', '']) {
-      const response = await t.request(key, { method: 'GET', url: '/v1/pets', headers: { 'x-request-id': given } })
+      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets', headers: { 'x-request-id': given } })
       assert.match(String(response.headers['x-request-id']), /^[0-9a-f-]{36}$/)
     }
   })
 
   it('logs unknown routes with their path', async () => {
-    const before = t.logs.length
-    await t.app.inject({ method: 'GET', url: '/nowhere?x=1' })
-    const line = t.logs.slice(before)[0] ?? {}
+    const before = fx.t.logs.length
+    await fx.t.app.inject({ method: 'GET', url: '/nowhere?x=1' })
+    const line = fx.t.logs.slice(before)[0] ?? {}
     assert.equal(line.route, null)
     assert.equal(line.path, '/nowhere')
     assert.equal(line.status, 404)

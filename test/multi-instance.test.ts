@@ -1,20 +1,15 @@
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { promisify } from 'node:util'
 import { after, before, describe, it } from 'node:test'
 import pg from 'pg'
 import { postgresMigrations } from '../src/storage/migrations/postgres/index.js'
-import { BIN } from './helper.js'
 import { TEST_POSTGRES_URL, createPostgresDatabase } from './postgres.js'
-import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackChild, trackedTempDir } from './processes.js'
+import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir } from './processes.js'
 
 // Two `petstore serve` processes on one PostgreSQL database, as behind a load balancer: what one
 // writes, the other serves; a key revoked once is refused by both.
 
 after(cleanupProcesses)
-
-const execFileAsync = promisify(execFile)
 
 /** A key as `keys create --json` prints it (the fields these tests use). */
 interface CreatedKey {
@@ -39,13 +34,7 @@ describe('two instances on one PostgreSQL database', { skip, timeout: 60_000 }, 
 
   /** `node bin/petstore.js …` with only PATH and the database of these instances; resolves with stdout, rejects on a non-zero exit. */
   async function petstore(...args: string[]): Promise<string> {
-    const running = execFileAsync(process.execPath, [BIN, ...args], {
-      cwd: dir,
-      env: { PATH: process.env.PATH ?? '', ...env },
-      timeout: 15_000,
-    })
-    trackChild(running.child)
-    return (await running).stdout
+    return (await runCli(args, env, dir, { rejectOnFailure: true })).stdout
   }
 
   async function createKey(name: string): Promise<CreatedKey> {

@@ -5,7 +5,8 @@ import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { BIN, tempDir } from './helper.js'
 
-// Real processes for the suites that spawn the CLI: free ports, `petstore serve` up and down, and cleanup.
+// Real processes for the suites that spawn the CLI: commands run to their end, free ports,
+// `petstore serve` up and down, and cleanup.
 // Each test file that uses them calls `after(cleanupProcesses)` at its top level.
 
 /** How a process ended. */
@@ -116,6 +117,58 @@ export async function startServer(
     throw error
   }
   return server
+}
+
+/** How a command run to its end by `runCommand` or `runCli` ended, and everything it wrote. */
+export interface CommandRun extends ProcessExit {
+  stdout: string
+  stderr: string
+}
+
+/**
+ * Runs `command args` in `cwd` with exactly `env` to its end, tracked (see `trackChild`) and bounded:
+ * SIGTERMed after `timeoutMs`. Resolves however it exited, unless `rejectOnFailure` (then a non-zero
+ * exit rejects, with its stderr); rejects if it cannot be started.
+ */
+export function runCommand(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number; rejectOnFailure?: boolean },
+): Promise<CommandRun> {
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    timeout: options.timeoutMs ?? 15_000,
+  })
+  trackChild(child)
+  let stdout = ''
+  let stderr = ''
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
+  return new Promise((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', (code, signal) => {
+      if (options.rejectOnFailure === true && code !== 0) {
+        reject(new Error(`${[command, ...args].join(' ')} exited with ${code ?? signal}:\n${stderr}`))
+      } else {
+        resolve({ code, signal, stdout, stderr })
+      }
+    })
+  })
+}
+
+/**
+ * `node bin/petstore.js …args` in `cwd`, with only PATH and `env` as its environment, as `runCommand`
+ * runs it: bounded (15 s unless `timeoutMs`), tracked, and resolving on any exit unless `rejectOnFailure`.
+ */
+export function runCli(
+  args: string[],
+  env: Record<string, string>,
+  cwd: string,
+  options: { timeoutMs?: number; rejectOnFailure?: boolean } = {},
+): Promise<CommandRun> {
+  return runCommand(process.execPath, [BIN, ...args], { ...options, cwd, env: { PATH: process.env.PATH ?? '', ...env } })
 }
 
 /** `promise`, or a failure naming `what` once `ms` have passed; the timer never outlives the wait. */
