@@ -73,6 +73,8 @@ export async function buildApp({ config, storage, clock = systemClock, logger }:
         ...(route === undefined ? { path: request.url.split('?')[0] } : {}),
         status: reply.statusCode,
         durationMs: Math.round(reply.elapsedTime * 100) / 100,
+        // Who called: the key's public id, never the key.
+        ...(request.apiKey === null ? {} : { keyId: request.apiKey.id }),
       },
       'request',
     )

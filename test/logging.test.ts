@@ -20,6 +20,18 @@ describe('request logging and request ids', () => {
     assert.equal(line.reqId, response.headers['x-request-id'])
   })
 
+  it("names the calling key by its public id, and no key on unauthenticated requests", async () => {
+    const [record] = await fx.t.storage.apiKeys.list()
+    const before = fx.t.logs.length
+    await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })
+    await fx.t.app.inject({ method: 'GET', url: '/v1/pets' })
+    const [authenticated, anonymous] = fx.t.logs.slice(before)
+    assert.match(String(record?.id), /^key_/)
+    assert.equal(authenticated?.keyId, record?.id)
+    assert.equal(anonymous?.status, 401)
+    assert.equal('keyId' in (anonymous ?? {}), false)
+  })
+
   it('never writes the Authorization header or the key to the logs', async () => {
     await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })
     await fx.t.request(`${fx.key}wrong`, { method: 'GET', url: '/v1/pets' })
