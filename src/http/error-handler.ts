@@ -42,8 +42,9 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
 
 /**
- * One error shape for every layer: handler and hook errors, validation, the body parser,
- * unknown routes (404). 405 and malformed HTTP: see collectRouteMethods and clientErrorHandler. 5xx messages never carry internals; the cause is logged.
+ * One error shape for handler and hook errors, validation, the body parser and unknown routes
+ * (404); collectRouteMethods does 405 and clientErrorHandler malformed HTTP. 5xx messages never
+ * carry internals; the cause is logged.
  */
 export function registerErrorHandling(app: FastifyInstance, isUnavailable: (error: unknown) => boolean): void {
   app.setErrorHandler((error, request, reply) => {
