@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import http from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import { createAuthenticate } from './api-keys/api-keys.auth.js'
 import { createApiKeysService } from './api-keys/api-keys.service.js'
@@ -16,8 +17,10 @@ import {
 import { ErrorSchema } from './http/error-schema.js'
 import { registerHealthRoutes } from './http/health.routes.js'
 import { registerJsonBodyParser } from './http/json-body.js'
+import { registerRateLimits } from './http/rate-limit.js'
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js'
 import { createValidatorCompiler } from './http/validation.js'
+import { createIdempotencyService } from './idempotency/idempotency.service.js'
 import { NewPetSchema, PetSchema } from './pets/pets.schemas.js'
 import { PETS_PATH, registerPetsRoutes } from './pets/pets.routes.js'
 import { createPetsService } from './pets/pets.service.js'
@@ -37,6 +40,7 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 /** Builds the whole HTTP service; every part is registered here, explicitly. */
 export async function buildApp({ config, storage, clock = systemClock, logger }: AppDeps): Promise<FastifyInstance> {
+  const { trustProxy } = config
   const app = Fastify({
     loggerInstance: logger,
     // One line per request is written by the onResponse hook below instead.
@@ -54,6 +58,19 @@ export async function buildApp({ config, storage, clock = systemClock, logger }:
       sendError(reply, toApiError(error, () => false) ?? new ApiError('invalid_request', 'The request could not be routed.'))
     },
     routerOptions: { maxParamLength: 100 },
+    trustProxy: typeof trustProxy === 'number' ? (_address: string, hop: number) => hop < trustProxy : trustProxy,
+    // Slow clients are cut off: a trickled body or header cannot hold a connection for long.
+    serverFactory: (handler) =>
+      http.createServer(
+        {
+          requestTimeout: config.timeouts.requestMs,
+          headersTimeout: config.timeouts.headersMs,
+          keepAliveTimeout: config.timeouts.keepAliveMs,
+          // Node enforces the request and headers timeouts only at this interval (30 s by default).
+          connectionsCheckingInterval: 500,
+        },
+        handler,
+      ),
   })
 
   const sharedSchemas = [ErrorSchema, NewPetSchema, PetSchema]
@@ -85,10 +102,12 @@ export async function buildApp({ config, storage, clock = systemClock, logger }:
   registerErrorHandling(app, (error) => storage.isUnavailable(error))
   await registerOpenApi(app, config)
 
+  const limits = await registerRateLimits(app, config.rateLimits, logger)
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
   registerPetsRoutes(app, {
     pets: createPetsService({ pets: storage.pets, clock }),
-    authenticate: createAuthenticate(apiKeys),
+    idempotency: createIdempotencyService({ idempotency: storage.idempotency, clock }),
+    authenticate: createAuthenticate(apiKeys, limits),
     getPetDeprecation: deprecationHooks(
       { deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: PETS_PATH },
       clock,
@@ -96,7 +115,7 @@ export async function buildApp({ config, storage, clock = systemClock, logger }:
     publicBaseUrl: config.publicBaseUrl,
   })
   registerOpenApiRoute(app)
-  registerHealthRoutes(app, storage)
+  registerHealthRoutes(app, storage, limits)
   answerOtherMethods()
 
   return app

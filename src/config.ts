@@ -21,6 +21,23 @@ export interface Config {
   readonly getPetDeprecatedAt: Date
   /** How long a graceful shutdown waits for in-flight requests. */
   readonly shutdownTimeoutMs: number
+  readonly rateLimits: {
+    /** Requests per minute per API key; 0 turns the limit off. */
+    readonly perKeyPerMinute: number
+    /** Failed authentications per minute per client address; 0 turns the limit off. */
+    readonly failedAuthPerMinute: number
+    /** Shared counters for many instances; unset keeps them in memory. */
+    readonly redisUrl: string | undefined
+  }
+  /** Fastify's `trustProxy`: which proxies' X-Forwarded-For gives the client address. */
+  readonly trustProxy: boolean | number | string
+  readonly timeouts: {
+    /** Whole request, headers and body, from its first byte. */
+    readonly requestMs: number
+    readonly headersMs: number
+    /** An idle keep-alive connection is closed after this long. */
+    readonly keepAliveMs: number
+  }
 }
 
 /** Thrown by `loadConfig` with the name of the variable at fault. */
@@ -48,6 +65,14 @@ export const CONFIG_VARIABLES = {
   LOG_LEVEL: 'fatal, error, warn, info, debug, trace or silent. Default info.',
   GETPET_DEPRECATED_AT: 'ISO 8601 instant getPet was deprecated (the `Deprecation` header). Default 2026-11-22T00:00:00Z.',
   SHUTDOWN_TIMEOUT_MS: 'How long SIGTERM/SIGINT waits for in-flight requests before giving up. Default 10000.',
+  RATE_LIMIT_PER_KEY: 'Requests per minute per API key (0 = no limit). Default 1200.',
+  RATE_LIMIT_FAILED_AUTH_PER_IP: 'Failed authentications per minute per client address (0 = no limit). Default 30.',
+  REDIS_URL: 'Unset: rate-limit counters in memory, per process. `redis://host:6379` to share them between instances.',
+  TRUST_PROXY:
+    'Unset: the client address is the TCP peer. `true`, a hop count, or comma-separated proxy addresses/CIDRs whose X-Forwarded-For is trusted.',
+  REQUEST_TIMEOUT_MS: 'Time allowed to receive a whole request, headers and body (1000-600000). Default 10000.',
+  HEADERS_TIMEOUT_MS: 'Time allowed to receive the request headers (1000-600000, at most REQUEST_TIMEOUT_MS). Default 5000.',
+  KEEP_ALIVE_TIMEOUT_MS: 'An idle keep-alive connection is closed after this long (1000-600000). Default 5000.',
 } as const
 
 type Env = Readonly<Record<string, string | undefined>>
@@ -78,7 +103,41 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     getPetDeprecatedAt: instantVar(env, 'GETPET_DEPRECATED_AT', '2026-11-22T00:00:00Z'),
     shutdownTimeoutMs: integerVar(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
+    rateLimits: Object.freeze({
+      perKeyPerMinute: integerVar(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 1_000_000_000),
+      failedAuthPerMinute: integerVar(env, 'RATE_LIMIT_FAILED_AUTH_PER_IP', 30, 0, 1_000_000_000),
+      redisUrl: redisVar(env),
+    }),
+    trustProxy: trustProxyVar(env),
+    timeouts: timeoutsVar(env),
   })
+}
+
+function redisVar(env: Env): string | undefined {
+  const text = nonEmpty(env, 'REDIS_URL')
+  if (text === undefined) return undefined
+  if (!/^rediss?:\/\/[^/]/.test(text)) {
+    throw new ConfigError('REDIS_URL', `must start with redis:// or rediss:// (got "${withoutPassword(text)}")`)
+  }
+  return text
+}
+
+function trustProxyVar(env: Env): boolean | number | string {
+  const text = nonEmpty(env, 'TRUST_PROXY')
+  if (text === undefined || text === 'false') return false
+  if (text === 'true') return true
+  if (/^[1-9][0-9]?$/.test(text)) return Number(text)
+  if (/^[0-9a-fA-F.:/]+(\s*,\s*[0-9a-fA-F.:/]+)*$/.test(text)) return text
+  throw new ConfigError('TRUST_PROXY', `must be true, false, a hop count or a list of addresses/CIDRs, got "${text}"`)
+}
+
+function timeoutsVar(env: Env): Config['timeouts'] {
+  const requestMs = integerVar(env, 'REQUEST_TIMEOUT_MS', 10_000, 1_000, 600_000)
+  const headersMs = integerVar(env, 'HEADERS_TIMEOUT_MS', 5_000, 1_000, 600_000)
+  if (headersMs > requestMs) {
+    throw new ConfigError('HEADERS_TIMEOUT_MS', `must not exceed REQUEST_TIMEOUT_MS (${requestMs}), got ${headersMs}`)
+  }
+  return Object.freeze({ requestMs, headersMs, keepAliveMs: integerVar(env, 'KEEP_ALIVE_TIMEOUT_MS', 5_000, 1_000, 600_000) })
 }
 
 function nonEmpty(env: Env, name: string): string | undefined {

@@ -16,6 +16,9 @@ describe('configuration', () => {
     assert.deepEqual(config.servers, { production: 'http://localhost:8080' })
     assert.equal(config.logLevel, 'info')
     assert.equal(config.getPetDeprecatedAt.toISOString(), '2026-11-22T00:00:00.000Z')
+    assert.deepEqual(config.rateLimits, { perKeyPerMinute: 1200, failedAuthPerMinute: 30, redisUrl: undefined })
+    assert.equal(config.trustProxy, false)
+    assert.deepEqual(config.timeouts, { requestMs: 10_000, headersMs: 5_000, keepAliveMs: 5_000 })
     assert.ok(Object.isFrozen(config))
   })
 
@@ -58,6 +61,13 @@ describe('configuration', () => {
     ['STAGING_BASE_URL', 'https://example.org/?q=1'],
     ['GETPET_DEPRECATED_AT', 'yesterday'],
     ['SHUTDOWN_TIMEOUT_MS', '-1'],
+    ['RATE_LIMIT_PER_KEY', '-5'],
+    ['RATE_LIMIT_FAILED_AUTH_PER_IP', 'many'],
+    ['REDIS_URL', 'localhost:6379'],
+    ['TRUST_PROXY', 'sometimes'],
+    ['REQUEST_TIMEOUT_MS', '10'],
+    ['HEADERS_TIMEOUT_MS', '20000'],
+    ['KEEP_ALIVE_TIMEOUT_MS', '0'],
   ]
   for (const [variable, value] of bad) {
     it(`refuses ${variable}=${JSON.stringify(value)} with an error naming ${variable}`, () => {

@@ -1,6 +1,7 @@
 import type { onRequestAsyncHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import type { ApiKey } from './api-keys.repository.js'
+import type { RateLimits } from '../http/rate-limit.js'
 import type { ApiKeysService } from './api-keys.service.js'
 
 declare module 'fastify' {
@@ -26,14 +27,20 @@ const invalid = () =>
     'www-authenticate': `${REALM}, error="invalid_token"`,
   })
 
-/** The onRequest hook of every API route: it runs before parsing and validation. */
-export function createAuthenticate(apiKeys: ApiKeysService): onRequestAsyncHookHandler {
-  return async (request) => {
+/**
+ * The onRequest hook of every API route: it runs before parsing and validation. It also applies
+ * the rate limits: an address that failed authentication too often is refused before any key
+ * lookup (so guessing cannot go faster than the limit), and each key has its own budget.
+ */
+export function createAuthenticate(apiKeys: ApiKeysService, limits: RateLimits): onRequestAsyncHookHandler {
+  return async (request, reply) => {
     const header = request.headers.authorization
     if (header === undefined || !/^bearer(\s|$)/i.test(header)) throw missing()
+    await limits.guardFailedAuth(request)
     const token = BEARER.exec(header)?.[1]
     const key = token === undefined ? undefined : await apiKeys.authenticate(token)
-    if (key === undefined) throw invalid()
+    if (key === undefined) throw (await limits.recordFailedAuth(request)) ?? invalid()
     request.apiKey = key
+    await limits.limitKey(request, reply)
   }
 }

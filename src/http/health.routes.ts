@@ -2,22 +2,39 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyInstance } from 'fastify'
 import type { Storage } from '../storage/storage.js'
 import { ApiError } from '../errors.js'
+import type { RateLimits } from './rate-limit.js'
+import { StringEnum } from './schema-types.js'
 
 const hidden = { hide: true } as const
 
-/** Liveness and readiness for load balancers and orchestrators; no authentication. */
-export function registerHealthRoutes(app: FastifyInstance, storage: Storage): void {
+/**
+ * Liveness and readiness for load balancers and orchestrators; no authentication. Readiness
+ * fails only when the database does not answer: a rate-limit store that is down degrades the
+ * service (limits are not enforced) but does not stop it, so it is reported, not failed.
+ */
+export function registerHealthRoutes(app: FastifyInstance, storage: Storage, limits: Pick<RateLimits, 'storeStatus'>): void {
   const ok = Type.Object({ status: Type.Literal('ok') })
+  const ready = Type.Object({
+    status: StringEnum(['ok', 'degraded'] as const),
+    checks: Type.Object({
+      database: Type.Literal('ok'),
+      rateLimitStore: StringEnum(['memory', 'redis', 'unavailable'] as const),
+    }),
+  })
 
   app.get('/healthz', { schema: { ...hidden, response: { 200: ok } } }, async () => ({ status: 'ok' as const }))
 
-  app.get('/readyz', { schema: { ...hidden, response: { 200: ok } } }, async (request) => {
+  app.get('/readyz', { schema: { ...hidden, response: { 200: ready } } }, async (request) => {
     try {
       await storage.ping()
     } catch (error) {
       request.log.warn({ err: error }, 'readiness check failed')
       throw new ApiError('unavailable', 'The database is not answering.', { 'retry-after': '5' })
     }
-    return { status: 'ok' as const }
+    const rateLimitStore = limits.storeStatus()
+    return {
+      status: rateLimitStore === 'unavailable' ? ('degraded' as const) : ('ok' as const),
+      checks: { database: 'ok' as const, rateLimitStore },
+    }
   })
 }

@@ -1,0 +1,131 @@
+import rateLimit from '@fastify/rate-limit'
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Redis } from 'ioredis'
+import type { Config } from '../config.js'
+import { ApiError } from '../errors.js'
+
+const WINDOW_MS = 60_000
+
+interface Outcome {
+  remaining: number
+  ttlInSeconds: number
+  isExceeded: boolean
+}
+
+/** What the authentication hook asks of the limits. */
+export interface RateLimits {
+  /** Refuses, before any key lookup, an address that failed authentication too often. */
+  guardFailedAuth(request: FastifyRequest): Promise<void>
+  /** Counts a failed authentication; the 429 to send instead of 401 once over the limit. */
+  recordFailedAuth(request: FastifyRequest): Promise<ApiError | undefined>
+  /** Counts a request of the authenticated key, sets the RateLimit headers, throws 429 over the limit. */
+  limitKey(request: FastifyRequest, reply: FastifyReply): Promise<void>
+  /** Where counters live, for /readyz: `unavailable` means Redis is down and limits are not enforced. */
+  storeStatus(): 'memory' | 'redis' | 'unavailable'
+}
+
+/** IETF draft-ietf-httpapi-ratelimit-headers: the policy and what is left of it. */
+function headers(policy: string, quota: number, outcome: Outcome): Record<string, string> {
+  const result: Record<string, string> = { 'ratelimit-policy': `"${policy}";q=${quota};w=${WINDOW_MS / 1000}` }
+  // ttl 0 means the store did not answer (Redis down, failing open): nothing true to say.
+  if (outcome.ttlInSeconds > 0) result.ratelimit = `"${policy}";r=${outcome.remaining};t=${outcome.ttlInSeconds}`
+  return result
+}
+
+function tooMany(policy: string, quota: number, outcome: Outcome, message: string): ApiError {
+  return new ApiError('rate_limited', message, {
+    ...headers(policy, quota, outcome),
+    'retry-after': String(Math.max(1, outcome.ttlInSeconds)),
+  })
+}
+
+/**
+ * Rate limits with @fastify/rate-limit's counters (fixed one-minute windows): per API key, and
+ * per client address for failed authentication. Counters are in memory, or in Redis when
+ * REDIS_URL is set so that instances share them. If Redis is down the service fails open: it
+ * keeps serving without enforcing limits (an outage of the limiter must not become an outage of
+ * the API) and /readyz reports it.
+ */
+export async function registerRateLimits(
+  app: FastifyInstance,
+  { perKeyPerMinute, failedAuthPerMinute, redisUrl }: Config['rateLimits'],
+  logger: FastifyBaseLogger,
+): Promise<RateLimits> {
+  const redis = redisUrl === undefined ? undefined : await connectRedis(redisUrl, logger)
+  if (redis !== undefined) app.addHook('onClose', async () => void (await redis.quit().catch(() => redis.disconnect())))
+
+  await app.register(rateLimit, {
+    global: false,
+    skipOnError: true,
+    ...(redis === undefined ? {} : { redis, nameSpace: 'petstore-ratelimit:' }),
+  })
+  const perKey = app.createRateLimit({
+    max: perKeyPerMinute,
+    timeWindow: WINDOW_MS,
+    keyGenerator: (request) => `key:${request.apiKey?.id ?? ''}`,
+  })
+  const failedAuth = app.createRateLimit({
+    max: failedAuthPerMinute,
+    timeWindow: WINDOW_MS,
+    keyGenerator: (request) => `failed-auth:${request.ip}`,
+  })
+  const failedAuthMessage = 'Too many failed authentications from this address; wait before trying again.'
+  type Limiter = typeof perKey
+  // Only an allow-list (none here) yields `isAllowed`; it is then never over the limit.
+  const check = async (limiter: Limiter, request: FastifyRequest, increment: boolean): Promise<Outcome> => {
+    const result = await limiter(request, { increment })
+    return result.isAllowed ? { remaining: 0, ttlInSeconds: 0, isExceeded: false } : result
+  }
+
+  return {
+    async guardFailedAuth(request) {
+      if (failedAuthPerMinute === 0) return
+      const outcome = await check(failedAuth, request, false)
+      // After `max` failures the next one counts as over; an address already over is refused.
+      if (outcome.isExceeded) throw tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage)
+    },
+    async recordFailedAuth(request) {
+      if (failedAuthPerMinute === 0) return undefined
+      const outcome = await check(failedAuth, request, true)
+      return outcome.isExceeded ? tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage) : undefined
+    },
+    async limitKey(request, reply) {
+      if (perKeyPerMinute === 0) return
+      const outcome = await check(perKey, request, true)
+      if (outcome.isExceeded) {
+        throw tooMany('per-key', perKeyPerMinute, outcome, `Rate limit of ${perKeyPerMinute} requests per minute for this API key exceeded.`)
+      }
+      reply.headers(headers('per-key', perKeyPerMinute, outcome))
+    },
+    storeStatus: () => (redis === undefined ? 'memory' : redis.status === 'ready' ? 'redis' : 'unavailable'),
+  }
+}
+
+/** Connects, waiting up to a second for Redis: the service starts (failing open) without it. */
+async function connectRedis(url: string, logger: FastifyBaseLogger): Promise<Redis> {
+  const redis = new Redis(url, {
+    // Fail fast while Redis is away instead of queueing: a request never waits on the limiter.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 1_000,
+    commandTimeout: 250,
+  })
+  // ioredis reports every failed reconnection; say each change of state once.
+  let healthy: boolean | undefined
+  redis.on('ready', () => {
+    if (healthy !== true) logger.info('rate-limit store (Redis) is ready')
+    healthy = true
+  })
+  redis.on('error', (error: Error) => {
+    if (healthy !== false) logger.warn({ err: error }, 'rate-limit store (Redis) unavailable: limits not enforced')
+    healthy = false
+  })
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, 1_000)
+    redis.once('ready', () => {
+      clearTimeout(timer)
+      resolve()
+    })
+  })
+  return redis
+}
