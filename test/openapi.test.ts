@@ -78,7 +78,7 @@ describe('OpenAPI document', () => {
   it('lists every status each operation can return', () => {
     const statuses = (id: string) => Object.keys(operation(id).responses).sort()
     assert.deepEqual(statuses('listPets'), ['200', '400', '401', '500', '503'])
-    assert.deepEqual(statuses('createPet'), ['201', '400', '401', '413', '415', '500', '503'])
+    assert.deepEqual(statuses('createPet'), ['201', '400', '401', '409', '413', '415', '422', '500', '503'])
     assert.deepEqual(statuses('getPet'), ['200', '400', '401', '404', '410', '500', '503'])
   })
 

@@ -4,6 +4,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import { loadConfig } from '../src/config.js'
+import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../src/storage/storage.js'
 import { tempDir } from './helper.js'
 
@@ -25,7 +26,7 @@ describe('SQLite storage', () => {
     const database = { engine: 'sqlite' as const, path: path.join(dir, 'nested', 'pets.db') }
     try {
       const first = await openStorage(database)
-      assert.deepEqual(await first.migrate(), ['0001-initial'])
+      assert.deepEqual(await first.migrate(), Object.keys(sqliteMigrations))
       assert.deepEqual(await first.migrate(), [])
       await first.close()
       const second = await openStorage(database)
@@ -34,7 +35,7 @@ describe('SQLite storage', () => {
       const db = new Sqlite(database.path, { readonly: true })
       const names = db.prepare('SELECT name FROM schema_migrations ORDER BY name').pluck().all()
       db.close()
-      assert.deepEqual(names, ['0001-initial'])
+      assert.deepEqual(names, Object.keys(sqliteMigrations))
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
     }

@@ -1,12 +1,16 @@
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { IdempotencyService } from '../idempotency/idempotency.service.js'
 import { LIMIT_DEFAULT, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
+import type { Pet } from './pets.repository.js'
 import type { PetsService } from './pets.service.js'
 
 export const PETS_PATH = '/v1/pets'
 
 export interface PetsRoutesDeps {
   pets: PetsService
+  /** createPet with an `Idempotency-Key` header goes through it. */
+  idempotency: IdempotencyService
   authenticate: onRequestAsyncHookHandler
   /** Hooks of the deprecated getPet: headers on every response, 410 after the sunset. */
   getPetDeprecation: { headers: onRequestAsyncHookHandler; gate: onRequestAsyncHookHandler }
@@ -15,7 +19,8 @@ export interface PetsRoutesDeps {
 
 export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDeps): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
-  const { pets, authenticate, getPetDeprecation, publicBaseUrl } = deps
+  const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl } = deps
+  const petUrl = (pet: Pet) => `${publicBaseUrl}${PETS_PATH}/${pet.id}`
 
   app.get(PETS_PATH, { schema: listPetsSchema, onRequest: authenticate }, async (request) => {
     const { limit, status } = request.query
@@ -23,8 +28,27 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   })
 
   app.post(PETS_PATH, { schema: createPetSchema, onRequest: authenticate }, async (request, reply) => {
-    const pet = await pets.create(request.body)
-    return reply.code(201).header('location', `${publicBaseUrl}${PETS_PATH}/${pet.id}`).send(pet)
+    const key = request.headers['idempotency-key']
+    if (key === undefined) {
+      const pet = await pets.create(request.body)
+      return reply.code(201).header('location', petUrl(pet)).send(pet)
+    }
+    const scope = request.apiKey?.id
+    const serialize = reply.getSerializationFunction('201')
+    if (scope === undefined || serialize === undefined) throw new Error('createPet: no API key or no 201 serializer')
+    // The body is serialised once, as the 201 schema says, and stored: a replay sends the same bytes.
+    const { response, replayed } = await idempotency.createPet({
+      scope,
+      key,
+      pet: request.body,
+      respond: (pet) => ({ status: 201, location: petUrl(pet), body: serialize({ ...pet }) }),
+    })
+    if (replayed) reply.header('idempotent-replayed', 'true')
+    return reply
+      .code(response.status as 201) // respond() above is the only source of stored createPet responses
+      .header('location', response.location)
+      .type('application/json; charset=utf-8')
+      .send(response.body)
   })
 
   app.get(

@@ -6,6 +6,7 @@ import {
   unavailableResponse,
 } from '../http/error-schema.js'
 import { INT64_MAX, Int64, IntegerText, StringEnum, Text } from '../http/schema-types.js'
+import { IdempotencyKeyHeadersSchema, IdempotentReplayedHeader } from '../idempotency/idempotency.schemas.js'
 import { PET_STATUSES } from './pets.repository.js'
 
 export const NAME_MAX_LENGTH = 200
@@ -82,17 +83,25 @@ export const listPetsSchema = {
 export const createPetSchema = {
   operationId: 'createPet',
   summary: 'Add an animal',
+  description:
+    'Send an `Idempotency-Key` to make retries safe: the animal is created once and every retry with the same key ' +
+    'and body gets the first response again.',
   tags: ['pets'],
+  headers: IdempotencyKeyHeadersSchema,
   body: Type.Ref(NewPetSchema),
   response: {
     201: Type.Ref(PetSchema, {
       description: 'The animal as stored, with its assigned `id`.',
-      headers: { Location: Type.String({ description: 'URL of the new animal.' }) },
+      headers: { Location: Type.String({ description: 'URL of the new animal.' }), ...IdempotentReplayedHeader },
     }),
-    400: invalidRequest('The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field'),
+    400: invalidRequest(
+      'The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters',
+    ),
     401: unauthorizedResponse,
+    409: errorResponse('A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`).'),
     413: errorResponse('The body is larger than 16 KiB (`payload_too_large`).'),
     415: errorResponse('The body is not UTF-8 `application/json` (`unsupported_media_type`).'),
+    422: errorResponse('This `Idempotency-Key` was already used with a different body (`idempotency_key_reused`).'),
     500: internalErrorResponse,
     503: unavailableResponse,
   },

@@ -1,5 +1,6 @@
 import type { ApiKeysRepository } from '../api-keys/api-keys.repository.js'
 import type { DatabaseConfig } from '../config.js'
+import type { IdempotencyRepository } from '../idempotency/idempotency.repository.js'
 import type { PetsRepository } from '../pets/pets.repository.js'
 import { openPostgresStorage } from './postgres/postgres-storage.js'
 import { openSqliteStorage } from './sqlite/sqlite-storage.js'
@@ -9,6 +10,7 @@ export interface Storage {
   readonly engine: DatabaseConfig['engine']
   readonly pets: PetsRepository
   readonly apiKeys: ApiKeysRepository
+  readonly idempotency: IdempotencyRepository
   /** Applies pending migrations; safe to run again. Returns the names of those it applied. */
   migrate(): Promise<string[]>
   /** True for failures of the database itself (busy, full, read-only, gone): the client gets 503. */

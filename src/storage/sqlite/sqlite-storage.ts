@@ -3,6 +3,7 @@ import path from 'node:path'
 import Sqlite from 'better-sqlite3'
 import { Kysely, SqliteDialect } from 'kysely'
 import { createSqliteApiKeysRepository } from '../../api-keys/api-keys.repository.sqlite.js'
+import { createSqliteIdempotencyRepository } from '../../idempotency/idempotency.repository.sqlite.js'
 import { createSqlitePetsRepository } from '../../pets/pets.repository.sqlite.js'
 import { runMigrations } from '../migrations/run-migrations.js'
 import { sqliteMigrations } from '../migrations/sqlite/index.js'
@@ -26,9 +27,13 @@ export function openSqliteStorage(file: string): Storage {
   db.pragma('busy_timeout = 5000')
   db.pragma('foreign_keys = ON')
 
-  let repositories: Pick<Storage, 'pets' | 'apiKeys'> | undefined
-  const prepared = (): Pick<Storage, 'pets' | 'apiKeys'> => {
-    repositories ??= { pets: createSqlitePetsRepository(db), apiKeys: createSqliteApiKeysRepository(db) }
+  let repositories: Pick<Storage, 'pets' | 'apiKeys' | 'idempotency'> | undefined
+  const prepared = (): Pick<Storage, 'pets' | 'apiKeys' | 'idempotency'> => {
+    repositories ??= {
+      pets: createSqlitePetsRepository(db),
+      apiKeys: createSqliteApiKeysRepository(db),
+      idempotency: createSqliteIdempotencyRepository(db),
+    }
     return repositories
   }
   const ping = db.prepare('SELECT 1')
@@ -40,6 +45,9 @@ export function openSqliteStorage(file: string): Storage {
     },
     get apiKeys() {
       return prepared().apiKeys
+    },
+    get idempotency() {
+      return prepared().idempotency
     },
     async migrate() {
       // Kysely only drives the migrations; it is not destroyed because that would close `db`.

@@ -1,7 +1,9 @@
 import type { Migration } from 'kysely'
 import * as initial from './0001-initial.js'
+import * as idempotency from './0002-idempotency.js'
 
 /** Append-only, and named as the SQLite migrations are: both engines share one history. */
 export const postgresMigrations: Record<string, Migration> = {
   '0001-initial': initial,
+  '0002-idempotency': idempotency,
 }
