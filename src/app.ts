@@ -54,7 +54,9 @@ export async function buildApp({ config, storage, clock = systemClock, logger }:
     return503OnClosing: false,
     clientErrorHandler,
     // Router errors (a malformed URL encoding) bypass the error handler; route them to it.
-    frameworkErrors: (error, _request, reply) => {
+    // They also come before the onRequest hooks, so the request id is echoed here.
+    frameworkErrors: (error, request, reply) => {
+      reply.header('x-request-id', request.id)
       sendError(reply, toApiError(error, () => false) ?? new ApiError('invalid_request', 'The request could not be routed.'))
     },
     routerOptions: { maxParamLength: 100 },

@@ -70,9 +70,10 @@ for (const engine of ENGINES) {
     })
 
     it('answers a malformed URL encoding with 400 invalid_request', async () => {
-      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/%E0%A4%A' })
+      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/%E0%A4%A', headers: { 'x-request-id': 'bad-url-1' } })
       assert.equal(response.statusCode, 400)
       assert.equal(errorBody(response).code, 'invalid_request')
+      assert.equal(response.headers['x-request-id'], 'bad-url-1')
     })
 
     it('reads a trailing slash after /v1/pets as an empty petId: 400 naming petId', async () => {

@@ -109,3 +109,15 @@ export function StringEnum<const T extends readonly string[]>(values: T, options
 export function Text(options: SchemaOptions & { maxLength: number }): TUnsafe<string> {
   return Type.Unsafe<string>({ ...options, [Kind]: 'Text', type: 'string', minLength: 1, pattern: '\\S' })
 }
+
+/** A person-readable rule for a schema, under a symbol so that it stays out of the document. */
+const Rule = Symbol('Rule')
+
+/** Attaches the rule that a validation message states when `schema` is not met. */
+export function withRule<T extends TSchema>(schema: T, rule: string): T {
+  return Object.assign(schema, { [Rule]: rule })
+}
+
+export function ruleOfSchema(schema: TSchema): string | undefined {
+  return (schema as { [Rule]?: string })[Rule]
+}

@@ -3,7 +3,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { type ValueError, ValueErrorType } from '@sinclair/typebox/errors'
 import type { FastifySchemaCompiler } from 'fastify'
 import { ApiError } from '../errors.js'
-import { rangeOfSchema, registerSchemaKinds } from './schema-types.js'
+import { rangeOfSchema, registerSchemaKinds, ruleOfSchema } from './schema-types.js'
 
 const MAX_REPORTED = 5
 
@@ -64,7 +64,9 @@ function explain(httpPart: string, error: ValueError): string {
       return `'${name}' must be one of ${(schema.enum as string[]).join(', ')}`
     case 'Text':
       return `'${name}' must be a JSON string of well-formed Unicode without U+0000, with at least one non-blank character and at most ${schema.maxLength} characters`
-    default:
-      return `'${name}': ${error.message}`
+    default: {
+      const rule = ruleOfSchema(schema)
+      return rule === undefined ? `'${name}': ${error.message}` : `'${name}' ${rule}`
+    }
   }
 }

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox'
+import { withRule } from '../http/schema-types.js'
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.service.js'
 
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
@@ -11,7 +12,8 @@ const retentionHours = IDEMPOTENCY_RETENTION_MS / 3_600_000
  */
 export const IdempotencyKeyHeadersSchema = Type.Object({
   'idempotency-key': Type.Optional(
-    Type.String({
+    withRule(
+      Type.String({
       minLength: 1,
       maxLength: IDEMPOTENCY_KEY_MAX_LENGTH,
       pattern: '^[\\x21-\\x7E]+$',
@@ -21,7 +23,9 @@ export const IdempotencyKeyHeadersSchema = Type.Object({
         'response again, with `Idempotent-Replayed: true`, and creates nothing. Keys belong to the API key that ' +
         `sent them and are kept for ${retentionHours} hours.`,
       examples: ['5f0c6e0e-8d43-4b8a-9a51-0f5bd2f0a7e1'],
-    }),
+      }),
+      `must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters (no spaces), sent once`,
+    ),
   ),
 })
 
