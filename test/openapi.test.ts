@@ -77,9 +77,9 @@ describe('OpenAPI document', () => {
 
   it('lists every status each operation can return', () => {
     const statuses = (id: string) => Object.keys(operation(id).responses).sort()
-    assert.deepEqual(statuses('listPets'), ['200', '400', '401', '500', '503'])
-    assert.deepEqual(statuses('createPet'), ['201', '400', '401', '409', '413', '415', '422', '500', '503'])
-    assert.deepEqual(statuses('getPet'), ['200', '400', '401', '404', '410', '500', '503'])
+    assert.deepEqual(statuses('listPets'), ['200', '400', '401', '429', '500', '503'])
+    assert.deepEqual(statuses('createPet'), ['201', '400', '401', '409', '413', '415', '422', '429', '500', '503'])
+    assert.deepEqual(statuses('getPet'), ['200', '400', '401', '404', '410', '429', '500', '503'])
   })
 
   it('documents limit as an integer from 1 to 100 defaulting to 20, and the status filter', () => {
@@ -103,7 +103,10 @@ describe('OpenAPI document', () => {
   it('documents the 401 challenge and the deprecation headers', () => {
     assert.ok(operation('listPets').responses['401']?.headers?.['WWW-Authenticate'])
     const ok = operation('getPet').responses['200']?.headers ?? {}
-    assert.deepEqual(Object.keys(ok).sort(), ['Deprecation', 'Link', 'Sunset'])
+    assert.deepEqual(Object.keys(ok).sort(), ['Deprecation', 'Link', 'RateLimit', 'RateLimit-Policy', 'Sunset'])
+    for (const id of ['listPets', 'createPet', 'getPet']) {
+      assert.deepEqual(Object.keys(operation(id).responses['429']?.headers ?? {}).sort(), ['RateLimit', 'RateLimit-Policy', 'Retry-After'])
+    }
   })
 
   it('keeps health and the document itself out of the document', () => {

@@ -30,3 +30,21 @@ export const unauthorizedResponse = errorResponse(
 )
 export const internalErrorResponse = errorResponse('A fault in the service (`internal_error`).')
 export const unavailableResponse = errorResponse('The database is not answering (`unavailable`).')
+
+/** The IETF draft rate-limit headers (draft-ietf-httpapi-ratelimit-headers) on authenticated responses. */
+export const RATE_LIMIT_HEADERS = {
+  'RateLimit-Policy': Type.String({
+    description: 'The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s).',
+  }),
+  RateLimit: Type.String({
+    description: 'What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s).',
+  }),
+}
+
+export const rateLimitedResponse = errorResponse(
+  'Too many requests for this API key, or too many failed authentications from this address (`rate_limited`).',
+  {
+    'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying.' }),
+    ...RATE_LIMIT_HEADERS,
+  },
+)

@@ -1,6 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import {
+  RATE_LIMIT_HEADERS,
   errorResponse,
+  rateLimitedResponse,
   internalErrorResponse,
   unauthorizedResponse,
   unavailableResponse,
@@ -72,9 +74,10 @@ export const listPetsSchema = {
   tags: ['pets'],
   querystring: ListPetsQuerySchema,
   response: {
-    200: Type.Array(Type.Ref(PetSchema), { description: 'One page of animals.' }),
+    200: Type.Array(Type.Ref(PetSchema), { description: 'One page of animals.', headers: RATE_LIMIT_HEADERS }),
     400: invalidRequest('`limit` or `status` is not valid, repeated, or an unknown query parameter was sent'),
     401: unauthorizedResponse,
+    429: rateLimitedResponse,
     500: internalErrorResponse,
     503: unavailableResponse,
   },
@@ -92,12 +95,17 @@ export const createPetSchema = {
   response: {
     201: Type.Ref(PetSchema, {
       description: 'The animal as stored, with its assigned `id`.',
-      headers: { Location: Type.String({ description: 'URL of the new animal.' }), ...IdempotentReplayedHeader },
+      headers: {
+        Location: Type.String({ description: 'URL of the new animal.' }),
+        ...IdempotentReplayedHeader,
+        ...RATE_LIMIT_HEADERS,
+      },
     }),
     400: invalidRequest(
       'The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters',
     ),
     401: unauthorizedResponse,
+    429: rateLimitedResponse,
     409: errorResponse('A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`).'),
     413: errorResponse('The body is larger than 16 KiB (`payload_too_large`).'),
     415: errorResponse('The body is not UTF-8 `application/json` (`unsupported_media_type`).'),
@@ -122,9 +130,10 @@ export const getPetSchema = {
   tags: ['pets'],
   params: PetIdParamsSchema,
   response: {
-    200: Type.Ref(PetSchema, { description: 'The animal.', headers: deprecationHeaders }),
+    200: Type.Ref(PetSchema, { description: 'The animal.', headers: { ...deprecationHeaders, ...RATE_LIMIT_HEADERS } }),
     400: invalidRequest('`petId` is not the decimal text of an integer from 1 to 9223372036854775807'),
     401: unauthorizedResponse,
+    429: rateLimitedResponse,
     404: errorResponse('No animal has this id (`not_found`).'),
     410: errorResponse('The sunset date has passed and the operation is removed (`gone`).'),
     500: internalErrorResponse,
