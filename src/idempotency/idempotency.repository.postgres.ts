@@ -1,5 +1,6 @@
 import type pg from 'pg'
-import type { NewPet, Pet } from '../pets/pets.repository.js'
+import type { NewPet } from '../pets/pets.repository.js'
+import { insertPostgresPet } from '../pets/pets.repository.postgres.js'
 import { type IdempotencyRepository, type IdempotencyRow, toHeldRecord } from './idempotency.repository.js'
 
 const THE_RECORD = 'api_key_id = $1 AND idempotency_key = $2'
@@ -77,15 +78,7 @@ export function createPostgresIdempotencyRepository(pool: pg.Pool): IdempotencyR
           values: [scope, key, attemptId],
         })
         if (held.rowCount !== 1) return undefined
-        const inserted = await client.query<{ id: string }>({
-          name: 'idempotency-pets-insert',
-          text: 'INSERT INTO pets (name, category_id, status, created_at) VALUES ($1, $2, $3, $4) RETURNING id',
-          values: [pet.name, pet.categoryId.toString(), pet.status ?? null, createdAt],
-        })
-        const id = inserted.rows[0]?.id
-        if (id === undefined) throw new Error('INSERT … RETURNING id returned no row')
-        const created: Pet = { ...pet, id: BigInt(id) }
-        const response = respond(created)
+        const response = respond(await insertPostgresPet(client, pet, createdAt))
         await client.query({
           name: 'idempotency-complete',
           text: `UPDATE idempotency_keys SET response_status = $4, response_location = $5, response_body = $6

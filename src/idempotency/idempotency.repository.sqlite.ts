@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3'
-import type { NewPet, Pet, PetStatus } from '../pets/pets.repository.js'
+import type { NewPet, Pet } from '../pets/pets.repository.js'
+import { prepareSqlitePetInsert } from '../pets/pets.repository.sqlite.js'
 import {
   type ClaimOptions,
   type HeldRecord,
@@ -29,11 +30,7 @@ export function createSqliteIdempotencyRepository(db: Database): IdempotencyRepo
     `SELECT fingerprint, response_status, response_location, response_body FROM idempotency_keys WHERE ${THE_RECORD}`,
   )
   const held = db.prepare<[string, string, string]>(`SELECT 1 FROM idempotency_keys WHERE ${HELD_BY_ATTEMPT}`)
-  const insertPet = db
-    .prepare<[string, bigint, PetStatus | null, number]>(
-      'INSERT INTO pets (name, category_id, status, created_at) VALUES (?, ?, ?, ?)',
-    )
-    .safeIntegers(true)
+  const insertPet = prepareSqlitePetInsert(db)
   const complete = db.prepare<[number, string, string, string, string, string]>(
     `UPDATE idempotency_keys SET response_status = ?, response_location = ?, response_body = ? WHERE ${HELD_BY_ATTEMPT}`,
   )
@@ -61,8 +58,7 @@ export function createSqliteIdempotencyRepository(db: Database): IdempotencyRepo
       respond: (pet: Pet) => StoredResponse,
     ): StoredResponse | undefined => {
       if (held.get(scope, key, attemptId) === undefined) return undefined
-      const { lastInsertRowid } = insertPet.run(pet.name, pet.categoryId, pet.status ?? null, createdAt)
-      const response = respond({ ...pet, id: BigInt(lastInsertRowid) })
+      const response = respond(insertPet(pet, createdAt))
       complete.run(response.status, response.location, response.body, scope, key, attemptId)
       return response
     },

@@ -17,19 +17,22 @@ function toPet(row: PetRow): Pet {
 
 const COLUMNS = 'id, name, category_id, status'
 
+/** Inserts a pet through `db` (the pool, or a client inside a transaction). */
+export async function insertPostgresPet(db: pg.Pool | pg.PoolClient, pet: NewPet, createdAt: number): Promise<Pet> {
+  const { rows } = await db.query<{ id: string }>({
+    name: 'pets-insert',
+    text: 'INSERT INTO pets (name, category_id, status, created_at) VALUES ($1, $2, $3, $4) RETURNING id',
+    values: [pet.name, pet.categoryId.toString(), pet.status ?? null, createdAt],
+  })
+  const id = rows[0]?.id
+  if (id === undefined) throw new Error('INSERT … RETURNING id returned no row')
+  return { ...pet, id: BigInt(id) }
+}
+
 export function createPostgresPetsRepository(pool: pg.Pool): PetsRepository {
   // Named queries are prepared once per connection.
   return {
-    async create(pet: NewPet, createdAt: number): Promise<Pet> {
-      const { rows } = await pool.query<{ id: string }>({
-        name: 'pets-insert',
-        text: 'INSERT INTO pets (name, category_id, status, created_at) VALUES ($1, $2, $3, $4) RETURNING id',
-        values: [pet.name, pet.categoryId.toString(), pet.status ?? null, createdAt],
-      })
-      const id = rows[0]?.id
-      if (id === undefined) throw new Error('INSERT … RETURNING id returned no row')
-      return { ...pet, id: BigInt(id) }
-    },
+    create: (pet: NewPet, createdAt: number): Promise<Pet> => insertPostgresPet(pool, pet, createdAt),
     async list({ limit, status }: ListPetsQuery): Promise<Pet[]> {
       const { rows } =
         status === undefined

@@ -14,13 +14,22 @@ function toPet(row: PetRow): Pet {
   return pet
 }
 
-export function createSqlitePetsRepository(db: Database): PetsRepository {
+/** Prepares the pet insert, for this repository and for writes that join it in a transaction. */
+export function prepareSqlitePetInsert(db: Database): (pet: NewPet, createdAt: number) => Pet {
   // safeIntegers: ids and category ids are int64 and must not pass through a double.
   const insert = db
     .prepare<[string, bigint, PetStatus | null, number]>(
       'INSERT INTO pets (name, category_id, status, created_at) VALUES (?, ?, ?, ?)',
     )
     .safeIntegers(true)
+  return (pet, createdAt) => {
+    const { lastInsertRowid } = insert.run(pet.name, pet.categoryId, pet.status ?? null, createdAt)
+    return { ...pet, id: BigInt(lastInsertRowid) }
+  }
+}
+
+export function createSqlitePetsRepository(db: Database): PetsRepository {
+  const insert = prepareSqlitePetInsert(db)
   const listAll = db
     .prepare<[number], PetRow>('SELECT id, name, category_id, status FROM pets ORDER BY id LIMIT ?')
     .safeIntegers(true)
@@ -34,10 +43,7 @@ export function createSqlitePetsRepository(db: Database): PetsRepository {
     .safeIntegers(true)
 
   return {
-    create(pet: NewPet, createdAt: number): Promise<Pet> {
-      const { lastInsertRowid } = insert.run(pet.name, pet.categoryId, pet.status ?? null, createdAt)
-      return Promise.resolve({ ...pet, id: BigInt(lastInsertRowid) })
-    },
+    create: (pet: NewPet, createdAt: number): Promise<Pet> => Promise.resolve(insert(pet, createdAt)),
     list({ limit, status }: ListPetsQuery): Promise<Pet[]> {
       const rows = status === undefined ? listAll.all(limit) : listByStatus.all(status, limit)
       return Promise.resolve(rows.map(toPet))
