@@ -34,12 +34,20 @@ export interface AppDeps {
   storage: Storage
   clock?: Clock
   logger: FastifyBaseLogger
+  /** True once shutdown has begun: readiness fails and connections close after their response. */
+  isDraining?: () => boolean
 }
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 /** Builds the whole HTTP service; every part is registered here, explicitly. */
-export async function buildApp({ config, storage, clock = systemClock, logger }: AppDeps): Promise<FastifyInstance> {
+export async function buildApp({
+  config,
+  storage,
+  clock = systemClock,
+  logger,
+  isDraining = () => false,
+}: AppDeps): Promise<FastifyInstance> {
   const { trustProxy } = config
   const app = Fastify({
     loggerInstance: logger,
@@ -83,6 +91,16 @@ export async function buildApp({ config, storage, clock = systemClock, logger }:
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
   })
+  // While shutting down, a keep-alive connection is closed after its response instead of being
+  // kept open (and holding the process) until the client hangs up.
+  let closing = false
+  const draining = () => closing || isDraining()
+  app.addHook('preClose', async () => {
+    closing = true
+  })
+  app.addHook('onSend', async (_request, reply) => {
+    if (draining()) reply.header('connection', 'close')
+  })
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url
     request.log.info(
@@ -117,7 +135,7 @@ export async function buildApp({ config, storage, clock = systemClock, logger }:
     publicBaseUrl: config.publicBaseUrl,
   })
   registerOpenApiRoute(app)
-  registerHealthRoutes(app, storage, limits)
+  registerHealthRoutes(app, storage, limits, draining)
   answerOtherMethods()
 
   return app

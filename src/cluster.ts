@@ -33,7 +33,7 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
     setTimeout(() => {
       logger.error('workers did not stop in time')
       process.exit(1)
-    }, config.shutdownTimeoutMs + 5_000).unref()
+    }, config.shutdownDrainMs + config.shutdownTimeoutMs + 5_000).unref()
   }
 
   cluster.on('listening', (worker) => listening.add(worker))

@@ -21,6 +21,8 @@ export interface Config {
   readonly getPetDeprecatedAt: Date
   /** How long a graceful shutdown waits for in-flight requests. */
   readonly shutdownTimeoutMs: number
+  /** How long the server keeps accepting, answering `/readyz` 503, before it stops listening. */
+  readonly shutdownDrainMs: number
   readonly rateLimits: {
     /** Requests per minute per API key; 0 turns the limit off. */
     readonly perKeyPerMinute: number
@@ -65,6 +67,8 @@ export const CONFIG_VARIABLES = {
   LOG_LEVEL: 'fatal, error, warn, info, debug, trace or silent. Default info.',
   GETPET_DEPRECATED_AT: 'ISO 8601 instant getPet was deprecated (the `Deprecation` header). Default 2026-11-22T00:00:00Z.',
   SHUTDOWN_TIMEOUT_MS: 'How long SIGTERM/SIGINT waits for in-flight requests before giving up. Default 10000.',
+  SHUTDOWN_DRAIN_MS:
+    'On SIGTERM/SIGINT, how long the server still accepts connections (answering /readyz 503, closing each connection after its response) before it stops listening (0-60000). Default 1000.',
   RATE_LIMIT_PER_KEY: 'Requests per minute per API key (0 = no limit). Default 1200.',
   RATE_LIMIT_FAILED_AUTH_PER_IP: 'Failed authentications per minute per client address (0 = no limit). Default 30.',
   REDIS_URL: 'Unset: rate-limit counters in memory, per process. `redis://host:6379` to share them between instances.',
@@ -103,6 +107,7 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     getPetDeprecatedAt: instantVar(env, 'GETPET_DEPRECATED_AT', '2026-11-22T00:00:00Z'),
     shutdownTimeoutMs: integerVar(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
+    shutdownDrainMs: integerVar(env, 'SHUTDOWN_DRAIN_MS', 1_000, 0, 60_000),
     rateLimits: Object.freeze({
       perKeyPerMinute: integerVar(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 1_000_000_000),
       failedAuthPerMinute: integerVar(env, 'RATE_LIMIT_FAILED_AUTH_PER_IP', 30, 0, 1_000_000_000),

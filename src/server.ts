@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
@@ -7,7 +8,7 @@ import { openMigratedStorage, openStorage, type Storage } from './storage/storag
 
 export interface RunningServer {
   app: FastifyInstance
-  /** Stops accepting, lets in-flight requests finish, then closes the database. */
+  /** Drains, stops accepting, lets in-flight requests finish, then closes the database. */
   close(): Promise<void>
 }
 
@@ -25,20 +26,16 @@ export async function startServer(
   } else {
     storage = await openStorage(config.database)
   }
-  const app = await buildApp({ config, storage, logger })
-  // A request already in flight when shutdown starts would otherwise leave its keep-alive
-  // connection open after the response, and close() would wait for the client to hang up.
-  let closing = false
-  app.addHook('preClose', async () => {
-    closing = true
-  })
-  app.addHook('onSend', async (_request, reply) => {
-    if (closing) reply.header('connection', 'close')
-  })
+  let draining = false
+  const app = await buildApp({ config, storage, logger, isDraining: () => draining })
   await app.listen({ port: config.port, host: config.host })
   return {
     app,
     async close() {
+      // Connections the kernel has already accepted but Node has not yet picked up would be reset
+      // if the listener closed at once: keep accepting (and answering /readyz 503) for a moment.
+      draining = true
+      await sleep(config.shutdownDrainMs)
       await app.close()
       await storage.close()
     },
@@ -58,7 +55,7 @@ export function closeOnSignals(
   // A cluster worker stops when its primary says so (SIGTERM). Ctrl-C in a terminal also sends
   // SIGINT to every worker directly; obeying both would count as a second signal and exit 1.
   if (worker) process.on('SIGINT', () => {})
-  closeWithGrace({ delay: config.shutdownTimeoutMs, logger, skip: worker ? ['SIGINT'] : [] }, async ({ signal, err }) => {
+  closeWithGrace({ delay: config.shutdownDrainMs + config.shutdownTimeoutMs, logger, skip: worker ? ['SIGINT'] : [] }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
     else logger.info({ signal }, 'shutting down')
     await server.close()

@@ -19,6 +19,7 @@ describe('configuration', () => {
     assert.deepEqual(config.rateLimits, { perKeyPerMinute: 1200, failedAuthPerMinute: 30, redisUrl: undefined })
     assert.equal(config.trustProxy, false)
     assert.deepEqual(config.timeouts, { requestMs: 10_000, headersMs: 5_000, keepAliveMs: 5_000 })
+    assert.equal(config.shutdownDrainMs, 1_000)
     assert.ok(Object.isFrozen(config))
   })
 
@@ -68,6 +69,7 @@ describe('configuration', () => {
     ['REQUEST_TIMEOUT_MS', '10'],
     ['HEADERS_TIMEOUT_MS', '20000'],
     ['KEEP_ALIVE_TIMEOUT_MS', '0'],
+    ['SHUTDOWN_DRAIN_MS', '60001'],
   ]
   for (const [variable, value] of bad) {
     it(`refuses ${variable}=${JSON.stringify(value)} with an error naming ${variable}`, () => {

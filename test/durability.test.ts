@@ -217,9 +217,16 @@ for (const engine of ENGINES) {
         await sleep(300)
         assert.equal(server.child.exitCode, null, `the server exited with a request in flight:\n${server.output()}`)
         assert.equal(received, '', 'the server answered before the body was complete')
+        // Draining (SHUTDOWN_DRAIN_MS, 1 s by default): still accepting, but readiness fails so that
+        // a load balancer stops sending, and every connection closes after its response.
+        const ready = await fetch(`${server.baseUrl}/readyz`, { signal: AbortSignal.timeout(1_000) })
+        assert.equal(ready.status, 503)
+        assert.equal(((await ready.json()) as { code: string }).code, 'unavailable')
+        assert.equal(ready.headers.get('connection'), 'close')
+        await sleep(1_000)
         await assert.rejects(
           fetch(`${server.baseUrl}/healthz`, { signal: AbortSignal.timeout(1_000) }),
-          'a closing server still accepts new connections',
+          'a server past its drain still accepts new connections',
         )
 
         const sentRestAt = Date.now()

@@ -9,10 +9,15 @@ const hidden = { hide: true } as const
 
 /**
  * Liveness and readiness for load balancers and orchestrators; no authentication. Readiness
- * fails only when the database does not answer: a rate-limit store that is down degrades the
+ * fails when the service is shutting down or the database does not answer: a rate-limit store that is down degrades the
  * service (limits are not enforced) but does not stop it, so it is reported, not failed.
  */
-export function registerHealthRoutes(app: FastifyInstance, storage: Storage, limits: Pick<RateLimits, 'storeStatus'>): void {
+export function registerHealthRoutes(
+  app: FastifyInstance,
+  storage: Storage,
+  limits: Pick<RateLimits, 'storeStatus'>,
+  isDraining: () => boolean,
+): void {
   const ok = Type.Object({ status: Type.Literal('ok') })
   const ready = Type.Object({
     status: StringEnum(['ok', 'degraded'] as const),
@@ -25,6 +30,8 @@ export function registerHealthRoutes(app: FastifyInstance, storage: Storage, lim
   app.get('/healthz', { schema: { ...hidden, response: { 200: ok } } }, async () => ({ status: 'ok' as const }))
 
   app.get('/readyz', { schema: { ...hidden, response: { 200: ready } } }, async (request) => {
+    // Tells the load balancer to stop sending before the server stops listening.
+    if (isDraining()) throw new ApiError('unavailable', 'The service is shutting down.', { 'retry-after': '1' })
     try {
       await storage.ping()
     } catch (error) {
