@@ -3,14 +3,13 @@
 // growing. Not part of `npm test`. Usage: `npm run soak [-- --duration 30s|5m]` after `npm run build`.
 import autocannon from 'autocannon'
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { once } from 'node:events'
 import fs from 'node:fs'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import readline from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs, promisify } from 'node:util'
+import { freePort } from '../test/processes.js'
 
 const ROOT = path.resolve(import.meta.dirname, '..')
 const BIN = path.join(ROOT, 'bin', 'petstore.js')
@@ -160,17 +159,6 @@ interface ServerProcess {
   exited: Promise<void>
   /** Set once the process has exited. */
   exit?: { code: number | null; signal: NodeJS.Signals | null }
-}
-
-/** A port nobody listens on right now: the kernel picks it, we release it for the server. */
-async function freePort(): Promise<number> {
-  const probe = net.createServer()
-  probe.listen(0, '127.0.0.1')
-  await once(probe, 'listening')
-  const { port } = probe.address() as net.AddressInfo
-  probe.close()
-  await once(probe, 'close')
-  return port
 }
 
 /** `petstore serve` on 127.0.0.1, logging into `logPath`; resolves once /healthz answers. */
