@@ -43,8 +43,8 @@ export async function startServer(
 }
 
 /**
- * On SIGTERM or SIGINT: stop accepting, finish in-flight requests, close the database, exit 0.
- * If that takes longer than the configured timeout, exit 1.
+ * On SIGTERM or SIGINT: drain, stop accepting, finish in-flight requests, close the database,
+ * exit 0. If that takes longer than the drain plus the shutdown timeout, exit 1.
  */
 export function closeOnSignals(
   server: RunningServer,
@@ -55,7 +55,8 @@ export function closeOnSignals(
   // A cluster worker stops when its primary says so (SIGTERM). Ctrl-C in a terminal also sends
   // SIGINT to every worker directly; obeying both would count as a second signal and exit 1.
   if (worker) process.on('SIGINT', () => {})
-  closeWithGrace({ delay: config.shutdownDrainMs + config.shutdownTimeoutMs, logger, skip: worker ? ['SIGINT'] : [] }, async ({ signal, err }) => {
+  const delay = config.shutdownDrainMs + config.shutdownTimeoutMs
+  closeWithGrace({ delay, logger, skip: worker ? ['SIGINT'] : [] }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
     else logger.info({ signal }, 'shutting down')
     await server.close()

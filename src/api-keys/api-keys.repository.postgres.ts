@@ -1,35 +1,5 @@
 import type pg from 'pg'
-import type { Environment } from '../config.js'
-import type { ApiKey, ApiKeysRepository } from './api-keys.repository.js'
-
-// Times are int8 milliseconds, which pg returns as text.
-interface ApiKeyRow {
-  id: string
-  name: string
-  prefix: string
-  environment: Environment
-  created_at: string
-  expires_at: string | null
-  revoked_at: string | null
-  last_used_at: string | null
-}
-
-const COLUMNS = 'id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at'
-
-const toMs = (value: string | null): number | null => (value === null ? null : Number(value))
-
-function toApiKey(row: ApiKeyRow): ApiKey {
-  return {
-    id: row.id,
-    name: row.name,
-    prefix: row.prefix,
-    environment: row.environment,
-    createdAt: Number(row.created_at),
-    expiresAt: toMs(row.expires_at),
-    revokedAt: toMs(row.revoked_at),
-    lastUsedAt: toMs(row.last_used_at),
-  }
-}
+import { API_KEY_COLUMNS as COLUMNS, type ApiKey, type ApiKeyRow, type ApiKeysRepository, toApiKey } from './api-keys.repository.js'
 
 export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepository {
   return {

@@ -1,32 +1,5 @@
 import type { Database } from 'better-sqlite3'
-import type { Environment } from '../config.js'
-import type { ApiKey, ApiKeysRepository } from './api-keys.repository.js'
-
-interface ApiKeyRow {
-  id: string
-  name: string
-  prefix: string
-  environment: Environment
-  created_at: number
-  expires_at: number | null
-  revoked_at: number | null
-  last_used_at: number | null
-}
-
-const COLUMNS = 'id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at'
-
-function toApiKey(row: ApiKeyRow): ApiKey {
-  return {
-    id: row.id,
-    name: row.name,
-    prefix: row.prefix,
-    environment: row.environment,
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-    revokedAt: row.revoked_at,
-    lastUsedAt: row.last_used_at,
-  }
-}
+import { API_KEY_COLUMNS as COLUMNS, type ApiKey, type ApiKeyRow, type ApiKeysRepository, toApiKey } from './api-keys.repository.js'
 
 export function createSqliteApiKeysRepository(db: Database): ApiKeysRepository {
   const insert = db.prepare(

@@ -22,3 +22,34 @@ export interface ApiKeysRepository {
   /** Records use at `at`, only if the last recorded use is at or before `staleBefore` (or none). */
   touch(id: string, at: number, staleBefore: number): Promise<void>
 }
+
+/** The columns every engine's repository selects, in the order `ApiKeyRow` names them. */
+export const API_KEY_COLUMNS = 'id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at'
+
+/** A row of `api_keys` as a driver returns it: times are int8 milliseconds, which pg gives as text. */
+export interface ApiKeyRow {
+  id: string
+  name: string
+  prefix: string
+  environment: Environment
+  created_at: number | string
+  expires_at: number | string | null
+  revoked_at: number | string | null
+  last_used_at: number | string | null
+}
+
+const toMs = (value: number | string | null): number | null => (value === null ? null : Number(value))
+
+/** For the engine repositories only: rows never leave them. */
+export function toApiKey(row: ApiKeyRow): ApiKey {
+  return {
+    id: row.id,
+    name: row.name,
+    prefix: row.prefix,
+    environment: row.environment,
+    createdAt: Number(row.created_at),
+    expiresAt: toMs(row.expires_at),
+    revokedAt: toMs(row.revoked_at),
+    lastUsedAt: toMs(row.last_used_at),
+  }
+}
