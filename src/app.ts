@@ -6,6 +6,7 @@ import { createApiKeysService } from './api-keys/api-keys.service.js'
 import { type Clock, systemClock } from './clock.js'
 import type { Config } from './config.js'
 import { deprecationHooks } from './http/deprecation.js'
+import { registerDocsRoutes } from './http/docs.routes.js'
 import { ApiError } from './errors.js'
 import {
   clientErrorHandler,
@@ -135,6 +136,7 @@ export async function buildApp({
     publicBaseUrl: config.publicBaseUrl,
   })
   registerOpenApiRoute(app)
+  registerDocsRoutes(app)
   registerHealthRoutes(app, storage, limits, draining)
   answerOtherMethods()
 
