@@ -1,0 +1,460 @@
+/**
+ * Generated from the service's OpenAPI document by `npm run generate:client`. Do not edit by hand.
+ * Integers of format int64 are `bigint`: the client parses responses losslessly.
+ */
+
+export interface paths {
+    "/pets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List animals
+         * @description Returns one page of animals in ascending `id` order, optionally filtered by status.
+         */
+        get: operations["listPets"];
+        put?: never;
+        /**
+         * Add an animal
+         * @description Send an `Idempotency-Key` to make retries safe: the animal is created once and every retry with the same key and body gets the first response again.
+         */
+        post: operations["createPet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pets/{petId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an animal (deprecated)
+         * @deprecated
+         * @description Deprecated: removed on 5 December 2030, after which it answers 410. Use `GET /pets` with a `status` filter instead.
+         */
+        get: operations["getPet"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
+export type webhooks = Record<string, never>;
+export interface components {
+    schemas: {
+        /** @description The body of every error response. */
+        Error: {
+            /**
+             * @description Machine-readable error code:
+             *
+             *     - `invalid_request`: The request is malformed: invalid JSON, a missing or invalid field, an unknown property or query parameter.
+             *     - `unauthorized`: The API key is missing or not valid (unknown, revoked, expired or for another environment).
+             *     - `not_found`: No such route, or no pet with that id.
+             *     - `method_not_allowed`: The path exists but not with this method; the `Allow` header lists the methods it has.
+             *     - `request_timeout`: The client took too long to send the request.
+             *     - `idempotency_key_in_use`: A request with this `Idempotency-Key` is still being processed; retry once it has finished.
+             *     - `gone`: The operation has passed its sunset date and was removed.
+             *     - `payload_too_large`: The request body is larger than 16 KiB.
+             *     - `unsupported_media_type`: The request body is not `application/json` (UTF-8).
+             *     - `idempotency_key_reused`: This `Idempotency-Key` was already used with a different request body.
+             *     - `rate_limited`: Too many requests for this API key (or, for failed authentication, this address); wait `Retry-After` seconds.
+             *     - `request_header_fields_too_large`: The request headers are too large.
+             *     - `internal_error`: A fault in the service. The message never carries details; they are logged with the request id.
+             *     - `unavailable`: The database is not answering; retry later.
+             * @enum {string}
+             */
+            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable";
+            /** @description Human-readable description of what went wrong. */
+            message: string;
+            /** @description The HTTP status code of the response. */
+            status: number;
+        };
+        /** @description An animal to add. Unknown properties are refused, not ignored. Without `status`, the pet has none. */
+        NewPet: {
+            /**
+             * @description The animal's name: 1 to 200 characters, not only white space. Stored exactly as sent.
+             * @example Rex
+             */
+            name: string;
+            /**
+             * Format: int64
+             * @description ID of the category the animal belongs to. Every digit is kept across the full int64 range.
+             * @example 3
+             */
+            categoryId: bigint;
+            /**
+             * @description Availability status of the animal.
+             * @enum {string}
+             */
+            status?: "available" | "pending" | "sold";
+        };
+        /** @description An animal. `status` is absent when none was given. */
+        Pet: {
+            /**
+             * Format: int64
+             * @description Unique identifier, assigned by the service.
+             */
+            id: bigint;
+            /**
+             * @description The animal's name: 1 to 200 characters, not only white space. Stored exactly as sent.
+             * @example Rex
+             */
+            name: string;
+            /**
+             * Format: int64
+             * @description ID of the category the animal belongs to. Every digit is kept across the full int64 range.
+             * @example 3
+             */
+            categoryId: bigint;
+            /**
+             * @description Availability status of the animal.
+             * @enum {string}
+             */
+            status?: "available" | "pending" | "sold";
+        };
+    };
+    responses: never;
+    parameters: never;
+    requestBodies: never;
+    headers: never;
+    pathItems: never;
+}
+export type $defs = Record<string, never>;
+export interface operations {
+    listPets: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of animals returned. */
+                limit?: number;
+                /** @description Return only animals with this status. */
+                status?: "available" | "pending" | "sold";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of animals. */
+            200: {
+                headers: {
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Pet"][];
+                };
+            };
+            /** @description `limit` or `status` is not valid, repeated, or an unknown query parameter was sent (`invalid_request`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing or not valid (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A fault in the service (`internal_error`). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is not answering (`unavailable`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createPet: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters, unique per request, e.g. a UUID. A retry with the same key and the same body gets the first response again, with `Idempotent-Replayed: true`, and creates nothing. Keys belong to the API key that sent them and are kept for 24 hours.
+                 * @example 5f0c6e0e-8d43-4b8a-9a51-0f5bd2f0a7e1
+                 */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewPet"];
+            };
+        };
+        responses: {
+            /** @description The animal as stored, with its assigned `id`. */
+            201: {
+                headers: {
+                    /** @description URL of the new animal. */
+                    Location?: string;
+                    /** @description Present when this is the stored response of an earlier request with the same `Idempotency-Key`. */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Pet"];
+                };
+            };
+            /** @description The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters (`invalid_request`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing or not valid (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than 16 KiB (`payload_too_large`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not UTF-8 `application/json` (`unsupported_media_type`). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This `Idempotency-Key` was already used with a different body (`idempotency_key_reused`). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A fault in the service (`internal_error`). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is not answering (`unavailable`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getPet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description ID of the animal to retrieve. */
+                petId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The animal. */
+            200: {
+                headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Pet"];
+                };
+            };
+            /** @description `petId` is not the decimal text of an integer from 1 to 9223372036854775807 (`invalid_request`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing or not valid (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No animal has this id (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The sunset date has passed and the operation is removed (`gone`). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A fault in the service (`internal_error`). */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is not answering (`unavailable`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+}
+type FlattenedDeepRequired<T> = {
+    [K in keyof T]-?: FlattenedDeepRequired<T[K] extends unknown[] | undefined | null ? Extract<T[K], unknown[]>[number] : T[K]>;
+};
+type ReadonlyArray<T> = [
+    Exclude<T, undefined>
+] extends [
+    unknown[]
+] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
+export const pathsPetsGetParametersQueryStatusValues: ReadonlyArray<FlattenedDeepRequired<paths>["/pets"]["get"]["parameters"]["query"]["status"]> = ["available", "pending", "sold"];
+export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "unavailable"];
+export const newPetStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NewPet"]["status"]> = ["available", "pending", "sold"];
+export const petStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Pet"]["status"]> = ["available", "pending", "sold"];
