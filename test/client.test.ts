@@ -117,6 +117,25 @@ describe('client failures that are not the service', () => {
     })
     await assert.rejects(client.pets.listPage(), UnexpectedResponseError)
   })
+
+  it('reports a success body that is not JSON as UnexpectedResponseError', async () => {
+    const client = createPetstoreClient({
+      baseUrl: 'http://proxy.invalid/v1',
+      apiKey: 'ps_live_x',
+      fetch: () => Promise.resolve(new Response('<html>Welcome</html>', { status: 200 })),
+    })
+    await assert.rejects(client.pets.listPage(), (error) => error instanceof UnexpectedResponseError && error.status === 200)
+  })
+
+  it('refuses a next link to anything but the list of pets rather than send the key there', async () => {
+    const client = createPetstoreClient({
+      baseUrl: 'http://proxy.invalid/v1',
+      apiKey: 'ps_live_x',
+      fetch: () =>
+        Promise.resolve(new Response('[]', { status: 200, headers: { link: '<https://elsewhere.invalid/collect?k=1>; rel="next"' } })),
+    })
+    await assert.rejects(client.pets.listPage(), UnexpectedResponseError)
+  })
 })
 
 /** Every pet `iterable` yields, in order. */

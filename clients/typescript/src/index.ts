@@ -74,19 +74,11 @@ type JsonBody<Operation extends keyof operations, Status extends keyof operation
 
 /**
  * Parses JSON without losing digits: integer literals become bigint (JSON.parse rounds them above
- * 2^53, and ids go up to 2^63-1), other numbers stay numbers.
+ * 2^53, and ids go up to 2^63-1), other numbers stay numbers. For bodies read through `raw` with
+ * `parseAs: 'text'`.
  */
-function parseLossless(response: Response, text: string): unknown {
-  try {
-    return parse(text, null, (value) => (isInteger(value) ? BigInt(value) : Number(value)))
-  } catch {
-    throw new UnexpectedResponseError(
-      `HTTP ${response.status} with a body that is not JSON`,
-      response.status,
-      text,
-      response.headers.get('x-request-id') ?? undefined,
-    )
-  }
+export function parseLosslessJson(text: string): unknown {
+  return parse(text, null, (value) => (isInteger(value) ? BigInt(value) : Number(value)))
 }
 
 /** Creates a client for the service at `baseUrl`, authenticated with `apiKey`. */
@@ -105,7 +97,16 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
    */
   function bodyOf<T>(result: { data?: string; error?: unknown; response: Response }): T {
     if (!result.response.ok) throw errorFromResponse(result.response, result.error)
-    return parseLossless(result.response, result.data ?? '') as T
+    try {
+      return parseLosslessJson(result.data ?? '') as T
+    } catch {
+      throw new UnexpectedResponseError(
+        `HTTP ${result.response.status} with a body that is not JSON`,
+        result.response.status,
+        result.data ?? '',
+        result.response.headers.get('x-request-id') ?? undefined,
+      )
+    }
   }
 
   async function listPage(from: ListPetsOptions | NextPage = {}): Promise<PetPage> {
