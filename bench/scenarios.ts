@@ -1,0 +1,49 @@
+// What the benchmark measures, shared by the orchestrator (names, targets, the byte-identity check)
+// and the load generator (the requests it sends). Both servers answer the same routes the same way.
+
+export type ScenarioId = 'list20' | 'list100' | 'getOne' | 'create'
+
+export interface Scenario {
+  id: ScenarioId
+  /** As printed in tables and on the chart. */
+  label: string
+  method: 'GET' | 'POST'
+  /** Fixed path; getOne's is a template whose `{id}` is replaced per request. */
+  path: string
+  /** Service req/s ÷ baseline req/s that the service must reach (from the issue). */
+  targetRatio: number
+  /** Share of the soak's mixed traffic, in percent. */
+  soakWeight: number
+}
+
+// Order matters: create runs last, so the reads of every scenario see the same 10,000 seeded pets.
+export const SCENARIOS: readonly Scenario[] = [
+  { id: 'list20', label: 'GET /v1/pets?limit=20', method: 'GET', path: '/v1/pets?limit=20', targetRatio: 0.65, soakWeight: 50 },
+  {
+    id: 'list100',
+    label: 'GET /v1/pets?status=available&limit=100',
+    method: 'GET',
+    path: '/v1/pets?status=available&limit=100',
+    targetRatio: 0.5,
+    soakWeight: 20,
+  },
+  { id: 'getOne', label: 'GET /v1/pets/{id}', method: 'GET', path: '/v1/pets/{id}', targetRatio: 0.65, soakWeight: 20 },
+  { id: 'create', label: 'POST /v1/pets', method: 'POST', path: '/v1/pets', targetRatio: 0.55, soakWeight: 10 },
+]
+
+/** Targets that hold for every scenario, whatever the baseline does. */
+export const P99_LIMIT_MS = 5
+export const RSS_LIMIT_MB = 120
+export const SOAK_RSS_GROWTH_LIMIT_PCT = 10
+
+export const PET_STATUSES = ['available', 'pending', 'sold'] as const
+
+/**
+ * A valid createPet body, varied: statuses in turn (every fourth pet has none), 50 categories, and
+ * names that need JSON escaping or are not ASCII, so both servers' serialisers are really compared.
+ */
+export function petBody(n: number, prefix: string): string {
+  const names = [`${prefix}-${n}`, `Zoë ${prefix} ${n}`, `"${prefix}" ${n}`, `Bär 🐕 ${n}`, `${prefix}\\${n}\ttab`]
+  const status = n % 4 === 3 ? undefined : PET_STATUSES[n % 4]
+  return JSON.stringify({ name: names[n % names.length], categoryId: 1 + ((n * 7) % 50), status })
+}
