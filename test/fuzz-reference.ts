@@ -221,13 +221,28 @@ export function formDecode(query: string): [string, string][] {
     })
 }
 
-export type ListVerdict = { valid: true; limit: number; status?: string } | { valid: false; why: string }
+export type ListVerdict =
+  | { valid: true; limit: number; status?: string; afterId: bigint }
+  | { valid: false; why: string }
+
+/**
+ * The id a cursor starts after, if `cursor` is one the README's rules accept with this status:
+ * base64url (exactly as the service writes it) of `p1:<status or nothing>:<id from 1 to int64 max>`.
+ */
+function cursorAfterId(cursor: string, status: string | undefined): bigint | undefined {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(cursor)) return undefined
+  const text = Buffer.from(cursor, 'base64url').toString('latin1')
+  if (Buffer.from(text, 'latin1').toString('base64url') !== cursor) return undefined
+  const [version, issuedFor, id, ...rest] = text.split(':')
+  if (version !== 'p1' || rest.length > 0 || id === undefined || !isIntegerDigits(id, 1n, INT64_MAX)) return undefined
+  return issuedFor === (status ?? '') ? BigInt(id) : undefined
+}
 
 /** The README's listPets rules, applied to the query string the server receives (without `?`). */
 export function referenceListQuery(query: string): ListVerdict {
   const seen = new Map<string, string>()
   for (const [name, value] of formDecode(query)) {
-    if (name !== 'limit' && name !== 'status') return { valid: false, why: `unknown parameter '${name}'` }
+    if (name !== 'limit' && name !== 'status' && name !== 'cursor') return { valid: false, why: `unknown parameter '${name}'` }
     if (seen.has(name)) return { valid: false, why: `'${name}' repeated` }
     seen.set(name, value)
   }
@@ -235,7 +250,10 @@ export function referenceListQuery(query: string): ListVerdict {
   const status = seen.get('status')
   if (limit !== undefined && !isIntegerDigits(limit, 1n, 100n)) return { valid: false, why: 'bad limit' }
   if (status !== undefined && !PET_STATUSES.includes(status)) return { valid: false, why: 'bad status' }
-  const verdict: ListVerdict = { valid: true, limit: limit === undefined ? LIMIT_DEFAULT : Number(limit) }
+  const cursor = seen.get('cursor')
+  const afterId = cursor === undefined ? 0n : cursorAfterId(cursor, status)
+  if (afterId === undefined) return { valid: false, why: 'bad cursor, or one for another status' }
+  const verdict: ListVerdict = { valid: true, limit: limit === undefined ? LIMIT_DEFAULT : Number(limit), afterId }
   if (status !== undefined) verdict.status = status
   return verdict
 }

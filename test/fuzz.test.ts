@@ -4,7 +4,9 @@ import { Kind, type TSchema } from '@sinclair/typebox'
 import fc from 'fast-check'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
 import { ERROR_STATUS, type ErrorCode } from '../src/errors.js'
-import { rangeOfSchema } from '../src/http/schema-types.js'
+import { INT64_MAX, rangeOfSchema } from '../src/http/schema-types.js'
+import { encodeCursor } from '../src/pets/pets.cursor.js'
+import { PET_STATUSES } from '../src/pets/pets.repository.js'
 import { ListPetsQuerySchema, NewPetSchema, PetIdParamsSchema } from '../src/pets/pets.schemas.js'
 import {
   BODY_LIMIT_BYTES,
@@ -94,6 +96,12 @@ function validValues(schema: TSchema): fc.Arbitrary<FieldValue> {
     case 'StringEnum':
       return fc.constantFrom(...(schema as TSchema & { enum: string[] }).enum)
     default:
+      // A cursor is opaque: valid ones are those the service issues, for any id and any filter.
+      if (schema === ListPetsQuerySchema.properties.cursor) {
+        return fc
+          .tuple(fc.bigInt({ min: 1n, max: INT64_MAX }), fc.constantFrom(...PET_STATUSES, undefined))
+          .map(([id, status]) => encodeCursor(id, status))
+      }
       throw new Error(`the fuzz tests have no generator for schema kind ${kind}`)
   }
 }
@@ -789,6 +797,7 @@ for (const engine of ENGINES) {
         for (const [i, pet] of pets.entries()) {
           if (verdict.status !== undefined) assert.equal(pet.status, verdict.status, `${url} listed a pet of another status`)
           if (i > 0) assert.ok(pet.id > (pets[i - 1]?.id ?? 0), `${url}: ids are not ascending`)
+          assert.ok(BigInt(pet.id) > verdict.afterId, `${url} listed a pet before its cursor`)
         }
         return true
       })

@@ -77,9 +77,9 @@ describe('OpenAPI document', () => {
 
   it('lists every status each operation can return', () => {
     const statuses = (id: string) => Object.keys(operation(id).responses).sort()
-    assert.deepEqual(statuses('listPets'), ['200', '400', '401', '429', '500', '503'])
+    assert.deepEqual(statuses('listPets'), ['200', '304', '400', '401', '429', '500', '503'])
     assert.deepEqual(statuses('createPet'), ['201', '400', '401', '409', '413', '415', '422', '429', '500', '503'])
-    assert.deepEqual(statuses('getPet'), ['200', '400', '401', '404', '410', '429', '500', '503'])
+    assert.deepEqual(statuses('getPet'), ['200', '304', '400', '401', '404', '410', '429', '500', '503'])
   })
 
   it('documents limit as an integer from 1 to 100 defaulting to 20, and the status filter', () => {
@@ -88,6 +88,20 @@ describe('OpenAPI document', () => {
     assert.deepEqual(limit?.schema, { ...limit?.schema, type: 'integer', minimum: 1, maximum: 100, default: 20 })
     const status = parameters.find((p) => p.name === 'status')
     assert.deepEqual(status?.schema.enum, ['available', 'pending', 'sold'])
+  })
+
+  it('documents pagination: the cursor parameter, the Link header, ETags and 304', () => {
+    const list = operation('listPets')
+    const cursor = (list.parameters ?? []).find((p) => p.name === 'cursor')
+    assert.equal(cursor?.in, 'query')
+    assert.equal(cursor?.schema.type, 'string')
+    assert.match(JSON.stringify(list.responses['200']?.headers?.Link), /rel=\\"next\\"/)
+    for (const id of ['listPets', 'getPet']) {
+      const { parameters = [], responses } = operation(id)
+      assert.ok(parameters.some((p) => p.name === 'if-none-match' && p.in === 'header'), id)
+      assert.ok(responses['200']?.headers?.ETag, id)
+      assert.equal(responses['304']?.content, undefined, `${id} 304 has no body`)
+    }
   })
 
   it('documents int64 ids and the Error body with the whole code catalogue', () => {
@@ -103,7 +117,15 @@ describe('OpenAPI document', () => {
   it('documents the 401 challenge and the deprecation headers', () => {
     assert.ok(operation('listPets').responses['401']?.headers?.['WWW-Authenticate'])
     const ok = operation('getPet').responses['200']?.headers ?? {}
-    assert.deepEqual(Object.keys(ok).sort(), ['Deprecation', 'Link', 'RateLimit', 'RateLimit-Policy', 'Sunset'])
+    assert.deepEqual(Object.keys(ok).sort(), [
+      'Cache-Control',
+      'Deprecation',
+      'ETag',
+      'Link',
+      'RateLimit',
+      'RateLimit-Policy',
+      'Sunset',
+    ])
     for (const id of ['listPets', 'createPet', 'getPet']) {
       assert.deepEqual(Object.keys(operation(id).responses['429']?.headers ?? {}).sort(), ['RateLimit', 'RateLimit-Policy', 'Retry-After'])
     }

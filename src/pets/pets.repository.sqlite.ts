@@ -30,12 +30,13 @@ export function prepareSqlitePetInsert(db: Database): (pet: NewPet, createdAt: n
 
 export function createSqlitePetsRepository(db: Database): PetsRepository {
   const insert = prepareSqlitePetInsert(db)
+  // SQLite has one writer at a time and ids grow with each commit, so keyset pages never miss a pet.
   const listAll = db
-    .prepare<[number], PetRow>('SELECT id, name, category_id, status FROM pets ORDER BY id LIMIT ?')
+    .prepare<[bigint, number], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?')
     .safeIntegers(true)
   const listByStatus = db
-    .prepare<[PetStatus, number], PetRow>(
-      'SELECT id, name, category_id, status FROM pets WHERE status = ? ORDER BY id LIMIT ?',
+    .prepare<[PetStatus, bigint, number], PetRow>(
+      'SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?',
     )
     .safeIntegers(true)
   const byId = db
@@ -44,8 +45,8 @@ export function createSqlitePetsRepository(db: Database): PetsRepository {
 
   return {
     create: (pet: NewPet, createdAt: number): Promise<Pet> => Promise.resolve(insert(pet, createdAt)),
-    list({ limit, status }: ListPetsQuery): Promise<Pet[]> {
-      const rows = status === undefined ? listAll.all(limit) : listByStatus.all(status, limit)
+    list({ limit, status, afterId }: ListPetsQuery): Promise<Pet[]> {
+      const rows = status === undefined ? listAll.all(afterId, limit) : listByStatus.all(status, afterId, limit)
       return Promise.resolve(rows.map(toPet))
     },
     findById(id: bigint): Promise<Pet | undefined> {

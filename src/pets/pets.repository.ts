@@ -14,11 +14,14 @@ export interface Pet extends NewPet {
 export interface ListPetsQuery {
   limit: number
   status?: PetStatus
+  /** Only pets with a greater id: the keyset of the previous page. */
+  afterId: bigint
 }
 
 /** Where pets are kept. One implementation per storage engine; rows never leave it. */
 export interface PetsRepository {
   create(pet: NewPet, createdAt: number): Promise<Pet>
+  /** Up to `limit` pets in ascending id order, with no gap: a pet still being created with a lower id is waited for. */
   list(query: ListPetsQuery): Promise<Pet[]>
   findById(id: bigint): Promise<Pet | undefined>
 }

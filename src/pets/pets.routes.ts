@@ -1,5 +1,6 @@
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { conditionalGet } from '../http/conditional.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
 import { LIMIT_DEFAULT, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
 import type { Pet } from './pets.repository.js'
@@ -22,9 +23,15 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl } = deps
   const petUrl = (pet: Pet) => `${publicBaseUrl}${PETS_PATH}/${pet.id}`
 
-  app.get(PETS_PATH, { schema: listPetsSchema, onRequest: authenticate }, async (request) => {
-    const { limit, status } = request.query
-    return pets.list({ limit: limit === undefined ? LIMIT_DEFAULT : Number(limit), status })
+  app.get(PETS_PATH, { schema: listPetsSchema, onRequest: authenticate, onSend: conditionalGet }, async (request, reply) => {
+    const { status, cursor } = request.query
+    const limit = request.query.limit === undefined ? LIMIT_DEFAULT : Number(request.query.limit)
+    const page = await pets.list({ limit, status, cursor })
+    if (page.next !== undefined) {
+      const query = new URLSearchParams({ limit: String(limit), ...(status === undefined ? {} : { status }), cursor: page.next })
+      reply.header('link', `<${publicBaseUrl}${PETS_PATH}?${query.toString()}>; rel="next"`)
+    }
+    return page.pets
   })
 
   app.post(PETS_PATH, { schema: createPetSchema, onRequest: authenticate }, async (request, reply) => {
@@ -53,7 +60,11 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
 
   app.get(
     `${PETS_PATH}/:petId`,
-    { schema: getPetSchema, onRequest: [getPetDeprecation.headers, authenticate, getPetDeprecation.gate] },
+    {
+      schema: getPetSchema,
+      onRequest: [getPetDeprecation.headers, authenticate, getPetDeprecation.gate],
+      onSend: conditionalGet,
+    },
     async (request) => pets.get(BigInt(request.params.petId)),
   )
 }

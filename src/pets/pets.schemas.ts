@@ -7,7 +7,7 @@ import {
   unauthorizedResponse,
   unavailableResponse,
 } from '../http/error-schema.js'
-import { INT64_MAX, Int64, IntegerText, StringEnum, Text } from '../http/schema-types.js'
+import { INT64_MAX, Int64, IntegerText, StringEnum, Text, withRule } from '../http/schema-types.js'
 import { IdempotencyKeyHeadersSchema, IdempotentReplayedHeader } from '../idempotency/idempotency.schemas.js'
 import { PET_STATUSES } from './pets.repository.js'
 
@@ -52,9 +52,43 @@ export const ListPetsQuerySchema = Type.Object(
       }),
     ),
     status: Type.Optional(StringEnum(PET_STATUSES, { description: 'Return only animals with this status.' })),
+    cursor: Type.Optional(
+      withRule(
+        Type.String({
+          minLength: 1,
+          maxLength: 64,
+          pattern: '^[A-Za-z0-9_-]+$',
+          description:
+            'Where the page starts: the `cursor` of the previous page\'s `Link: <…>; rel="next"` URL, which is the ' +
+            'easiest way to use it. Opaque. It belongs to the `status` filter it was issued with; with another ' +
+            'filter it is refused.',
+        }),
+        'must be the cursor of a Link rel="next" URL, given once',
+      ),
+    ),
   },
   { additionalProperties: false },
 )
+
+/** `If-None-Match` (RFC 9110 §13.1.2): the client's cached ETag; lower case, as Fastify matches headers. */
+const ConditionalReadHeadersSchema = Type.Object({
+  'if-none-match': Type.Optional(
+    Type.String({
+      description: 'ETags of representations the client holds; when one matches, the answer is 304 without a body.',
+      examples: ['"5fT0aT1xk2sBRnqS0dHk1RjXzZQ"'],
+    }),
+  ),
+})
+
+const cachingHeaders = {
+  ETag: Type.String({ description: 'Strong validator of this response; send it back in `If-None-Match`.' }),
+  'Cache-Control': Type.String({
+    description: '`private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged).',
+  }),
+}
+
+const notModified = (headers: Record<string, unknown>) =>
+  Type.Null({ description: 'Not modified: the `If-None-Match` ETag is current. No body.', headers })
 
 export const PetIdParamsSchema = Type.Object({
   petId: IntegerText({
@@ -67,15 +101,29 @@ export const PetIdParamsSchema = Type.Object({
 
 const invalidRequest = (what: string) => errorResponse(`${what} (\`invalid_request\`).`)
 
+const nextLinkHeader = Type.String({
+  description:
+    'Present when more animals follow: `<https://api.example.com/v1/pets?limit=20&status=available&cursor=…>; ' +
+    'rel="next"` (RFC 8288). Pages are keyset by `id`, so walking them while animals are added never repeats or ' +
+    'skips one. Absent on the last page.',
+})
+
 export const listPetsSchema = {
   operationId: 'listPets',
   summary: 'List animals',
   description: 'Returns one page of animals in ascending `id` order, optionally filtered by status.',
   tags: ['pets'],
   querystring: ListPetsQuerySchema,
+  headers: ConditionalReadHeadersSchema,
   response: {
-    200: Type.Array(Type.Ref(PetSchema), { description: 'One page of animals.', headers: RATE_LIMIT_HEADERS }),
-    400: invalidRequest('`limit` or `status` is not valid, repeated, or an unknown query parameter was sent'),
+    200: Type.Array(Type.Ref(PetSchema), {
+      description: 'One page of animals: a JSON array, as the contract says; the next page, if any, is in `Link`.',
+      headers: { Link: nextLinkHeader, ...cachingHeaders, ...RATE_LIMIT_HEADERS },
+    }),
+    304: notModified({ Link: nextLinkHeader, ...cachingHeaders, ...RATE_LIMIT_HEADERS }),
+    400: invalidRequest(
+      '`limit`, `status` or `cursor` is not valid or repeated, `cursor` belongs to another `status`, or an unknown query parameter was sent',
+    ),
     401: unauthorizedResponse,
     429: rateLimitedResponse,
     500: internalErrorResponse,
@@ -129,8 +177,13 @@ export const getPetSchema = {
   deprecated: true,
   tags: ['pets'],
   params: PetIdParamsSchema,
+  headers: ConditionalReadHeadersSchema,
   response: {
-    200: Type.Ref(PetSchema, { description: 'The animal.', headers: { ...deprecationHeaders, ...RATE_LIMIT_HEADERS } }),
+    200: Type.Ref(PetSchema, {
+      description: 'The animal.',
+      headers: { ...deprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS },
+    }),
+    304: notModified({ ...deprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS }),
     400: invalidRequest('`petId` is not the decimal text of an integer from 1 to 9223372036854775807'),
     401: unauthorizedResponse,
     429: rateLimitedResponse,

@@ -1,10 +1,18 @@
 import type { Clock } from '../clock.js'
 import { ApiError } from '../errors.js'
-import type { ListPetsQuery, NewPet, Pet, PetsRepository } from './pets.repository.js'
+import { decodeCursor, encodeCursor } from './pets.cursor.js'
+import type { NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
+
+export interface PetsPage {
+  pets: Pet[]
+  /** The cursor of the next page; absent on the last one. */
+  next?: string
+}
 
 export interface PetsService {
   create(pet: NewPet): Promise<Pet>
-  list(query: ListPetsQuery): Promise<Pet[]>
+  /** One page; `cursor` is the `next` of the previous page with the same `status`. */
+  list(query: { limit: number; status?: PetStatus; cursor?: string }): Promise<PetsPage>
   /** The pet with this id; throws `not_found` when there is none. */
   get(id: bigint): Promise<Pet>
 }
@@ -13,7 +21,14 @@ export function createPetsService(deps: { pets: PetsRepository; clock: Clock }):
   const { pets, clock } = deps
   return {
     create: (pet) => pets.create(pet, clock.now()),
-    list: (query) => pets.list(query),
+    async list({ limit, status, cursor }) {
+      const afterId = cursor === undefined ? 0n : decodeCursor(cursor, status)
+      // One more than asked: whether it exists decides if there is a next page, without a count.
+      const found = await pets.list({ limit: limit + 1, status, afterId })
+      if (found.length <= limit) return { pets: found }
+      const page = found.slice(0, limit)
+      return { pets: page, next: encodeCursor(page[limit - 1]?.id ?? afterId, status) }
+    },
     async get(id) {
       const pet = await pets.findById(id)
       if (pet === undefined) throw new ApiError('not_found', `No pet has id ${id}.`)
