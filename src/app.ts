@@ -18,6 +18,7 @@ import {
 import { ErrorSchema } from './http/error-schema.js'
 import { registerHealthRoutes } from './http/health.routes.js'
 import { registerJsonBodyParser } from './http/json-body.js'
+import { createMetrics, type Metrics, registerRequestMetrics } from './http/metrics.js'
 import { registerRateLimits } from './http/rate-limit.js'
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js'
 import { createValidatorCompiler } from './http/validation.js'
@@ -37,6 +38,8 @@ export interface AppDeps {
   logger: FastifyBaseLogger
   /** True once shutdown has begun: readiness fails and connections close after their response. */
   isDraining?: () => boolean
+  /** Where requests, refusals and the pool are counted; absent: a registry of the app's own. */
+  metrics?: Metrics
 }
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -48,6 +51,8 @@ export async function buildApp({
   clock = systemClock,
   logger,
   isDraining = () => false,
+  // Nothing scrapes a registry made here, so it goes without the process metrics' timers.
+  metrics = createMetrics({ processMetrics: false }),
 }: AppDeps): Promise<FastifyInstance> {
   const { trustProxy } = config
   const app = Fastify({
@@ -118,17 +123,25 @@ export async function buildApp({
     )
   })
 
+  registerRequestMetrics(app, metrics)
   const answerOtherMethods = collectRouteMethods(app)
   registerJsonBodyParser(app)
-  registerErrorHandling(app, (error) => storage.isUnavailable(error))
+  // Asked once per failed request, so it is where database outages are counted.
+  registerErrorHandling(app, (error) => {
+    const unavailable = storage.isUnavailable(error)
+    if (unavailable) metrics.countDatabaseUnavailable()
+    return unavailable
+  })
+  const poolStats = storage.poolStats?.bind(storage)
+  if (poolStats !== undefined) metrics.watchPool(poolStats)
   await registerOpenApi(app, config)
 
-  const limits = await registerRateLimits(app, config.rateLimits, logger)
+  const limits = await registerRateLimits(app, config.rateLimits, logger, metrics.countRateLimited)
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
   registerPetsRoutes(app, {
     pets: createPetsService({ pets: storage.pets, clock }),
     idempotency: createIdempotencyService({ idempotency: storage.idempotency, clock }),
-    authenticate: createAuthenticate(apiKeys, limits),
+    authenticate: createAuthenticate(apiKeys, limits, metrics.countAuthFailure),
     getPetDeprecation: deprecationHooks(
       { deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: PETS_PATH },
       clock,

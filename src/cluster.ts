@@ -2,6 +2,7 @@ import cluster, { type Worker } from 'node:cluster'
 import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from './config.js'
+import { clusterSource, startMetricsListener } from './http/metrics.js'
 import { openMigratedStorage } from './storage/storage.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
@@ -16,11 +17,15 @@ export function parseWorkers(text: string | undefined): number | undefined {
  * the listening port (node:cluster). A worker that dies while serving is replaced; one that dies
  * before it listens stops the whole service, since a replacement would fail the same way. On
  * SIGTERM or SIGINT every worker shuts down gracefully; the primary exits 0 when all did.
+ * The primary serves `GET /metrics`, summed over the workers, which open no metrics listener.
  */
 export async function runPrimary(config: Config, logger: FastifyBaseLogger, count: number): Promise<void> {
   const { storage, applied } = await openMigratedStorage(config.database)
   await storage.close()
   if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
+
+  // Before any fork: a metrics port already taken stops the service before a worker starts.
+  if (config.metrics !== undefined) await startMetricsListener(config.metrics, clusterSource(), logger)
 
   const listening = new WeakSet<Worker>()
   let stopping = false

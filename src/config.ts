@@ -40,6 +40,8 @@ export interface Config {
     /** An idle keep-alive connection is closed after this long. */
     readonly keepAliveMs: number
   }
+  /** The listener of `GET /metrics`, apart from the API port; undefined when METRICS_PORT=off. */
+  readonly metrics: Readonly<{ port: number; host: string }> | undefined
 }
 
 /** Thrown by `loadConfig` with the name of the variable at fault. */
@@ -77,6 +79,8 @@ export const CONFIG_VARIABLES = {
   REQUEST_TIMEOUT_MS: 'Time allowed to receive a whole request, headers and body (1000-600000). Default 10000.',
   HEADERS_TIMEOUT_MS: 'Time allowed to receive the request headers (1000-600000, at most REQUEST_TIMEOUT_MS). Default 5000.',
   KEEP_ALIVE_TIMEOUT_MS: 'An idle keep-alive connection is closed after this long (1000-600000). Default 5000.',
+  METRICS_PORT: 'TCP port of the Prometheus metrics listener (1-65535, not PORT), or `off`. Default 9464.',
+  METRICS_HOST: 'Address the metrics listener listens on. Default HOST.',
 } as const
 
 type Env = Readonly<Record<string, string | undefined>>
@@ -97,9 +101,11 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
   if (production !== undefined) servers.production = production
   if (staging !== undefined) servers.staging = staging
 
+  const host = nonEmpty(env, 'HOST') ?? '0.0.0.0'
+
   return Object.freeze({
     port,
-    host: nonEmpty(env, 'HOST') ?? '0.0.0.0',
+    host,
     database: Object.freeze(databaseVar(env, cwd)),
     environment,
     publicBaseUrl,
@@ -115,7 +121,19 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
     }),
     trustProxy: trustProxyVar(env),
     timeouts: timeoutsVar(env),
+    metrics: metricsVar(env, port, host),
   })
+}
+
+function metricsVar(env: Env, port: number, host: string): Config['metrics'] {
+  const text = nonEmpty(env, 'METRICS_PORT') ?? '9464'
+  if (text === 'off') return undefined
+  const metricsPort = Number(text)
+  if (!/^\d+$/.test(text) || metricsPort < 1 || metricsPort > 65535) {
+    throw new ConfigError('METRICS_PORT', `must be an integer from 1 to 65535, or off, got "${text}"`)
+  }
+  if (metricsPort === port) throw new ConfigError('METRICS_PORT', `must differ from PORT (${port}), or be off`)
+  return Object.freeze({ port: metricsPort, host: nonEmpty(env, 'METRICS_HOST') ?? host })
 }
 
 function redisVar(env: Env): string | undefined {

@@ -3,7 +3,9 @@ import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
+import { isWorker } from './cluster.js'
 import type { Config } from './config.js'
+import { createMetrics, type MetricsListener, processSource, reportToPrimary, startMetricsListener } from './http/metrics.js'
 import { openMigratedStorage, openStorage, type Storage } from './storage/storage.js'
 
 export interface RunningServer {
@@ -12,7 +14,10 @@ export interface RunningServer {
   close(): Promise<void>
 }
 
-/** Opens storage, applies migrations (unless told not to) and listens. */
+/**
+ * Opens storage, applies migrations (unless told not to) and listens, with `GET /metrics` on a
+ * listener of its own (METRICS_PORT); a cluster worker leaves that to its primary.
+ */
 export async function startServer(
   config: Config,
   logger: Logger,
@@ -27,8 +32,17 @@ export async function startServer(
     storage = await openStorage(config.database)
   }
   let draining = false
-  const app = await buildApp({ config, storage, logger, isDraining: () => draining })
-  await app.listen({ port: config.port, host: config.host })
+  const metrics = createMetrics()
+  const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics })
+  let metricsListener: MetricsListener | undefined
+  if (isWorker()) reportToPrimary(metrics)
+  else if (config.metrics !== undefined) metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger)
+  try {
+    await app.listen({ port: config.port, host: config.host })
+  } catch (error) {
+    await metricsListener?.close()
+    throw error
+  }
   return {
     app,
     async close() {
@@ -38,6 +52,8 @@ export async function startServer(
       await sleep(config.shutdownDrainMs)
       await app.close()
       await storage.close()
+      // Last, so that the figures of the final requests can still be scraped during the drain.
+      await metricsListener?.close()
     },
   }
 }

@@ -9,6 +9,7 @@ import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
 import { buildApp } from '../src/app.js'
 import type { Clock } from '../src/clock.js'
 import { type Config, loadConfig } from '../src/config.js'
+import type { Metrics } from '../src/http/metrics.js'
 import { createLogger } from '../src/logger.js'
 import { openStorage, type Storage } from '../src/storage/storage.js'
 import { createPostgresDatabase } from './postgres.js'
@@ -87,6 +88,8 @@ export interface TestAppOptions {
   clock?: ManualClock
   /** Wraps the migrated storage, to make it fail on purpose. */
   storage?: (storage: Storage) => Storage
+  /** The registry the app counts into, for tests that read it. */
+  metrics?: Metrics
 }
 
 /** Builds the real app on a new, migrated database of `engine`, with a manual clock. */
@@ -107,7 +110,7 @@ export async function buildTestApp(engine: Engine, options: TestAppOptions = {})
       callback()
     },
   })
-  const app = await buildApp({ config, storage, clock, logger: createLogger(config, sink) })
+  const app = await buildApp({ config, storage, clock, logger: createLogger(config, sink), metrics: options.metrics })
   await app.ready()
 
   return {

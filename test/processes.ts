@@ -82,7 +82,8 @@ export async function waitUntilHealthy(server: ServerProcess, timeoutMs = 10_000
 
 /**
  * Runs `petstore serve` in `dir` on a free port of 127.0.0.1 and resolves once it is healthy.
- * Its environment is PATH, HOST, PORT, LOG_LEVEL=warn and SHUTDOWN_TIMEOUT_MS=5000, each overridden by `env`.
+ * Its environment is PATH, HOST, PORT, LOG_LEVEL=warn, SHUTDOWN_TIMEOUT_MS=5000 and METRICS_PORT=off (servers
+ * running at once would all claim the default metrics port), each overridden by `env`.
  */
 export async function startServer(
   env: Record<string, string>,
@@ -98,6 +99,7 @@ export async function startServer(
       PORT: String(port),
       LOG_LEVEL: 'warn',
       SHUTDOWN_TIMEOUT_MS: '5000',
+      METRICS_PORT: 'off',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -27,19 +27,32 @@ const invalid = () =>
     'www-authenticate': `${REALM}, error="invalid_token"`,
   })
 
+/** Counts a failed authentication for the metrics; the reason names nothing the caller sent. */
+export type CountAuthFailure = (reason: 'missing' | 'invalid') => void
+
 /**
  * The onRequest hook of every API route: it runs before parsing and validation. It also applies
  * the rate limits: an address that failed authentication too often is refused before any key
  * lookup (so guessing cannot go faster than the limit), and each key has its own budget.
  */
-export function createAuthenticate(apiKeys: ApiKeysService, limits: RateLimits): onRequestAsyncHookHandler {
+export function createAuthenticate(
+  apiKeys: ApiKeysService,
+  limits: RateLimits,
+  countAuthFailure: CountAuthFailure = () => {},
+): onRequestAsyncHookHandler {
   return async (request, reply) => {
     const header = request.headers.authorization
-    if (header === undefined || !/^bearer(\s|$)/i.test(header)) throw missing()
+    if (header === undefined || !/^bearer(\s|$)/i.test(header)) {
+      countAuthFailure('missing')
+      throw missing()
+    }
     await limits.guardFailedAuth(request)
     const token = BEARER.exec(header)?.[1]
     const key = token === undefined ? undefined : await apiKeys.authenticate(token)
-    if (key === undefined) throw (await limits.recordFailedAuth(request)) ?? invalid()
+    if (key === undefined) {
+      countAuthFailure('invalid')
+      throw (await limits.recordFailedAuth(request)) ?? invalid()
+    }
     request.apiKey = key
     await limits.limitKey(request, reply)
   }

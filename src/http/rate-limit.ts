@@ -24,6 +24,9 @@ export interface RateLimits {
   storeStatus(): 'memory' | 'redis' | 'unavailable'
 }
 
+/** Counts a request refused with 429, by limit, for the metrics; the limits never see the registry. */
+export type CountRateLimited = (limit: 'per-key' | 'failed-auth') => void
+
 /** IETF draft-ietf-httpapi-ratelimit-headers: the policy and what is left of it. */
 function headers(policy: string, quota: number, outcome: Outcome): Record<string, string> {
   const result: Record<string, string> = { 'ratelimit-policy': `"${policy}";q=${quota};w=${WINDOW_MS / 1000}` }
@@ -50,6 +53,7 @@ export async function registerRateLimits(
   app: FastifyInstance,
   { perKeyPerMinute, failedAuthPerMinute, redisUrl }: Config['rateLimits'],
   logger: FastifyBaseLogger,
+  countRateLimited: CountRateLimited = () => {},
 ): Promise<RateLimits> {
   const redis = redisUrl === undefined ? undefined : await connectRedis(redisUrl, logger)
   if (redis !== undefined) app.addHook('onClose', async () => void (await redis.quit().catch(() => redis.disconnect())))
@@ -82,17 +86,23 @@ export async function registerRateLimits(
       if (failedAuthPerMinute === 0) return
       const outcome = await check(failedAuth, request, false)
       // After `max` failures the next one counts as over; an address already over is refused.
-      if (outcome.isExceeded) throw tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage)
+      if (outcome.isExceeded) {
+        countRateLimited('failed-auth')
+        throw tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage)
+      }
     },
     async recordFailedAuth(request) {
       if (failedAuthPerMinute === 0) return undefined
       const outcome = await check(failedAuth, request, true)
-      return outcome.isExceeded ? tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage) : undefined
+      if (!outcome.isExceeded) return undefined
+      countRateLimited('failed-auth')
+      return tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage)
     },
     async limitKey(request, reply) {
       if (perKeyPerMinute === 0) return
       const outcome = await check(perKey, request, true)
       if (outcome.isExceeded) {
+        countRateLimited('per-key')
         throw tooMany('per-key', perKeyPerMinute, outcome, `Rate limit of ${perKeyPerMinute} requests per minute for this API key exceeded.`)
       }
       reply.headers(headers('per-key', perKeyPerMinute, outcome))

@@ -5,6 +5,17 @@ import type { PetsRepository } from '../pets/pets.repository.js'
 import { openPostgresStorage } from './postgres/postgres-storage.js'
 import { openSqliteStorage } from './sqlite/sqlite-storage.js'
 
+/** A connection pool at one instant. */
+export interface PoolStats {
+  /** Connections open, idle or lent to a query. */
+  total: number
+  idle: number
+  /** Queries waiting for a connection. */
+  waiting: number
+  /** The most connections the pool opens. */
+  max: number
+}
+
 /** Everything the service keeps, behind one interface; each engine lives in its own folder. */
 export interface Storage {
   readonly engine: DatabaseConfig['engine']
@@ -17,6 +28,8 @@ export interface Storage {
   isUnavailable(error: unknown): boolean
   /** Resolves when the database answers a query. */
   ping(): Promise<void>
+  /** The connection pool's figures, for the metrics; engines without a pool have none. */
+  poolStats?(): PoolStats
   close(): Promise<void>
 }
 

@@ -56,6 +56,7 @@ export function openPostgresStorage(url: string, poolSize: number): Storage {
     async ping() {
       await pool.query('SELECT 1')
     },
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: poolSize }),
     async close() {
       if (ended) return
       ended = true

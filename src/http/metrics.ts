@@ -1,0 +1,293 @@
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { CountAuthFailure } from '../api-keys/api-keys.auth.js'
+import { ApiError } from '../errors.js'
+import type { PoolStats } from '../storage/storage.js'
+import type { CountRateLimited } from './rate-limit.js'
+
+/** The series the request hook records into. */
+export interface HttpMetrics {
+  readonly requests: Counter<'method' | 'route' | 'status'>
+  readonly duration: Histogram<'method' | 'route' | 'status'>
+  readonly deprecatedCalls: Counter<'operation' | 'key_id'>
+}
+
+/** The registry of one process and the counters its parts are handed. */
+export interface Metrics {
+  readonly registry: Registry
+  /** For `registerRequestMetrics`. */
+  readonly http: HttpMetrics
+  /** For the authentication hook: a request with a missing or invalid key. */
+  readonly countAuthFailure: CountAuthFailure
+  /** For the rate limits: a request refused with 429. */
+  readonly countRateLimited: CountRateLimited
+  /** For the error handler: a request answered 503 because the database could not serve it. */
+  readonly countDatabaseUnavailable: () => void
+  /** Exports the pool figures of `stats`, read at each scrape. Call it once. */
+  watchPool(stats: () => PoolStats): void
+}
+
+interface RequestSeries {
+  count: { inc(): void }
+  duration: { observe(seconds: number): void }
+}
+
+interface RouteSeries {
+  /** The operationId when the OpenAPI document marks the operation deprecated. */
+  deprecatedOperation: string | undefined
+  /** Deprecated calls of this operation by key id. */
+  byKey: Map<string, { inc(): void }>
+  byStatus: Map<number, RequestSeries>
+}
+
+// The service answers most requests in about a millisecond: the low buckets tell a slow
+// database from a normal day; the high ones catch timeouts.
+const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
+
+/** A route label for requests that matched no route: their raw URLs would be unbounded. */
+export const UNMATCHED_ROUTE = 'unmatched'
+
+/**
+ * Creates a registry of its own (never prom-client's global one) with every metric of the
+ * service. `processMetrics: false` leaves out prom-client's default process metrics, which start
+ * an event-loop monitor and a GC observer that last as long as the process.
+ */
+export function createMetrics({ processMetrics = true }: { processMetrics?: boolean } = {}): Metrics {
+  const registry = new Registry()
+  if (processMetrics) collectDefaultMetrics({ register: registry })
+
+  const requests = new Counter({
+    name: 'petstore_http_requests_total',
+    help: 'HTTP requests answered, by method, route template and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [registry],
+  })
+  const duration = new Histogram({
+    name: 'petstore_http_request_duration_seconds',
+    help: 'Time from the first byte of the request to the end of the response, by method, route template and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [registry],
+  })
+  const authFailures = new Counter({
+    name: 'petstore_auth_failures_total',
+    help: 'Requests to the API with a missing or an invalid (unknown, revoked, expired, other-environment) key.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  })
+  const rateLimited = new Counter({
+    name: 'petstore_rate_limited_total',
+    help: 'Requests refused with 429, by limit: per-key, or failed-auth (per client address).',
+    labelNames: ['limit'] as const,
+    registers: [registry],
+  })
+  const databaseUnavailable = new Counter({
+    name: 'petstore_db_unavailable_total',
+    help: 'Requests answered 503 because the database could not serve them (busy, full, read-only, unreachable).',
+    registers: [registry],
+  })
+  const deprecatedCalls = new Counter({
+    name: 'petstore_deprecated_calls_total',
+    help: 'Authenticated calls of deprecated operations, by operation and the public id of the calling key.',
+    labelNames: ['operation', 'key_id'] as const,
+    registers: [registry],
+  })
+  // Zeroed up front so that a dashboard shows 0, not "no data", for a service that never refused.
+  for (const reason of ['missing', 'invalid'] as const) authFailures.labels(reason).inc(0)
+  for (const limit of ['per-key', 'failed-auth'] as const) rateLimited.labels(limit).inc(0)
+
+  const authFailureSeries = {
+    missing: authFailures.labels('missing'),
+    invalid: authFailures.labels('invalid'),
+  }
+  const rateLimitedSeries = { 'per-key': rateLimited.labels('per-key'), 'failed-auth': rateLimited.labels('failed-auth') }
+  let watchingPool = false
+
+  return {
+    registry,
+    http: { requests, duration, deprecatedCalls },
+    countAuthFailure: (reason) => authFailureSeries[reason].inc(),
+    countRateLimited: (limit) => rateLimitedSeries[limit].inc(),
+    countDatabaseUnavailable: () => databaseUnavailable.inc(),
+    watchPool(stats) {
+      if (watchingPool) throw new Error('watchPool: this registry already watches a pool')
+      watchingPool = true
+      new Gauge({
+        name: 'petstore_db_pool_connections',
+        help: 'Database connections open, by state: busy (lent to a query) or idle.',
+        labelNames: ['state'] as const,
+        registers: [registry],
+        collect() {
+          const { total, idle } = stats()
+          this.labels('busy').set(total - idle)
+          this.labels('idle').set(idle)
+        },
+      })
+      new Gauge({
+        name: 'petstore_db_pool_waiting',
+        help: 'Queries waiting for a database connection: above 0 for long means the pool is too small.',
+        registers: [registry],
+        collect() {
+          this.set(stats().waiting)
+        },
+      })
+      new Gauge({
+        name: 'petstore_db_pool_max_connections',
+        help: 'The most connections the pool opens (DATABASE_POOL_SIZE).',
+        registers: [registry],
+        collect() {
+          this.set(stats().max)
+        },
+      })
+    },
+  }
+}
+
+/**
+ * Counts every response in one onResponse hook: requests and their duration by method, route
+ * template and status, and the calls of deprecated operations by key id. The series of each
+ * (method, route, status) are looked up once and cached, so a request costs a few map lookups
+ * plus prom-client's own work.
+ */
+export function registerRequestMetrics(app: FastifyInstance, metrics: Metrics): void {
+  const { requests, duration, deprecatedCalls } = metrics.http
+  const byMethod = new Map<string, Map<string, RouteSeries>>()
+
+  app.addHook('onResponse', async (request, reply) => {
+    const { method } = request
+    const options = request.routeOptions
+    const route = options.url ?? UNMATCHED_ROUTE
+    let byRoute = byMethod.get(method)
+    if (byRoute === undefined) byMethod.set(method, (byRoute = new Map<string, RouteSeries>()))
+    let series = byRoute.get(route)
+    if (series === undefined) {
+      // The OpenAPI annotations of the route's schema say which operations are deprecated.
+      const schema: { deprecated?: unknown; operationId?: unknown } | undefined = options.schema
+      const operationId = schema?.operationId
+      series = {
+        deprecatedOperation: schema?.deprecated === true && typeof operationId === 'string' ? operationId : undefined,
+        byKey: new Map(),
+        byStatus: new Map(),
+      }
+      byRoute.set(route, series)
+    }
+    const status = reply.statusCode
+    let perStatus = series.byStatus.get(status)
+    if (perStatus === undefined) {
+      const labels = [method, route, String(status)] as const
+      perStatus = { count: requests.labels(...labels), duration: duration.labels(...labels) }
+      series.byStatus.set(status, perStatus)
+    }
+    perStatus.count.inc()
+    perStatus.duration.observe(reply.elapsedTime / 1000)
+    // The public key id only: the secret never reaches a label.
+    if (series.deprecatedOperation !== undefined && request.apiKey !== null) {
+      const keyId = request.apiKey.id
+      let calls = series.byKey.get(keyId)
+      if (calls === undefined) series.byKey.set(keyId, (calls = deprecatedCalls.labels(series.deprecatedOperation, keyId)))
+      calls.inc()
+    }
+  })
+}
+
+/** The metrics endpoint's own listener. */
+export interface MetricsListener {
+  readonly address: AddressInfo
+  /** Stops listening; a scrape in progress is answered first. */
+  close(): Promise<void>
+}
+
+export interface MetricsSource {
+  /** The text exposition. */
+  scrape(): Promise<string>
+  contentType: string
+}
+
+/** The registry of this process as the metrics endpoint serves it. */
+export function processSource(metrics: Metrics): MetricsSource {
+  return { scrape: () => metrics.registry.metrics(), contentType: metrics.registry.contentType }
+}
+
+/**
+ * The primary of `--workers N`: asks every worker for its registry and sums them (prom-client's
+ * AggregatorRegistry, over the cluster's IPC channel). Each worker must call `reportToPrimary`.
+ */
+export function clusterSource(): MetricsSource {
+  const aggregator = new AggregatorRegistry()
+  return { scrape: () => aggregator.clusterMetrics(), contentType: aggregator.contentType }
+}
+
+/**
+ * In a cluster worker: answers the primary's requests for this registry. prom-client keeps the
+ * registries to report in module state, so only an entry point calls this, once.
+ */
+export function reportToPrimary(metrics: Metrics): void {
+  AggregatorRegistry.setRegistries([metrics.registry])
+  // Constructing one is what installs the worker's IPC listener.
+  new AggregatorRegistry()
+}
+
+function sendJsonError(response: http.ServerResponse, error: ApiError, headers: Record<string, string> = {}): void {
+  response
+    .writeHead(error.status, {
+      ...error.headers,
+      ...headers,
+      'cache-control': 'no-store',
+      'content-type': 'application/json; charset=utf-8',
+    })
+    .end(JSON.stringify(error.toBody()))
+}
+
+/**
+ * Serves `GET /metrics` on its own address, never on the API port: the public load balancer
+ * forwards only the API port, so figures such as key ids cannot reach API clients, and the
+ * endpoint needs no key. Anything else there answers in the service's error shape.
+ */
+export async function startMetricsListener(
+  { port, host }: { port: number; host: string },
+  source: MetricsSource,
+  logger: FastifyBaseLogger,
+): Promise<MetricsListener> {
+  const server = http.createServer({ requestTimeout: 10_000, headersTimeout: 5_000, keepAliveTimeout: 5_000 }, (request, response) => {
+    const path = (request.url ?? '/').split('?')[0]
+    if (path !== '/metrics') {
+      sendJsonError(response, new ApiError('not_found', `No route ${request.method} ${path}.`))
+      return
+    }
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      sendJsonError(response, new ApiError('method_not_allowed', `${request.method} is not allowed here; allowed: GET, HEAD.`), {
+        allow: 'GET, HEAD',
+      })
+      return
+    }
+    source.scrape().then(
+      (text) => {
+        response.writeHead(200, { 'content-type': source.contentType, 'cache-control': 'no-store' }).end(text)
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'metrics scrape failed')
+        sendJsonError(response, new ApiError('internal_error', 'The metrics could not be collected.'))
+      },
+    )
+  })
+  await new Promise<void>((resolve, reject) => {
+    const failed = (error: Error) =>
+      reject(new Error(`the metrics listener (METRICS_PORT) cannot listen on ${host}:${port}: ${error.message}`, { cause: error }))
+    server.once('error', failed)
+    server.listen(port, host, () => {
+      server.off('error', failed)
+      resolve()
+    })
+  })
+  return {
+    address: server.address() as AddressInfo,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        // Prometheus keeps its connection alive between scrapes; an idle one must not hold shutdown.
+        server.close((error) => (error === undefined ? resolve() : reject(error)))
+        server.closeIdleConnections()
+      }),
+  }
+}
