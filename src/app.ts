@@ -23,10 +23,11 @@ import { registerRateLimits } from './http/rate-limit.js'
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js'
 import { createValidatorCompiler } from './http/validation.js'
 import { createIdempotencyService } from './idempotency/idempotency.service.js'
-import { NewPetSchema, PetSchema } from './pets/pets.schemas.js'
+import { NewPetSchema, PetSchema, getPetSchema } from './pets/pets.schemas.js'
 import { PETS_PATH, registerPetsRoutes } from './pets/pets.routes.js'
 import { createPetsService } from './pets/pets.service.js'
 import type { Storage } from './storage/storage.js'
+import { createDeprecationRecorder, type DeprecationRecorder } from './deprecations/deprecations.recorder.js'
 
 /** The sunset of getPet, fixed by the specification. */
 export const GET_PET_SUNSET = new Date('2030-12-05T00:00:00Z')
@@ -40,6 +41,11 @@ export interface AppDeps {
   isDraining?: () => boolean
   /** Where requests, refusals and the pool are counted; absent: a registry of the app's own. */
   metrics?: Metrics
+  /**
+   * Counts getPet calls per key for `petstore deprecations`; its owner flushes it at shutdown.
+   * Absent: one of the app's own, flushed when the app closes.
+   */
+  deprecationRecorder?: DeprecationRecorder
 }
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -53,6 +59,7 @@ export async function buildApp({
   isDraining = () => false,
   // Nothing scrapes a registry made here, so it goes without the process metrics' timers.
   metrics = createMetrics({ processMetrics: false }),
+  deprecationRecorder,
 }: AppDeps): Promise<FastifyInstance> {
   const { trustProxy } = config
   const app = Fastify({
@@ -138,14 +145,24 @@ export async function buildApp({
 
   const limits = await registerRateLimits(app, config.rateLimits, logger, metrics.countRateLimited)
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
+  const getPetDeprecation = deprecationHooks(
+    { deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: PETS_PATH },
+    clock,
+  )
+  const deprecatedCalls = deprecationRecorder ?? ownDeprecationRecorder(app, storage, clock)
   registerPetsRoutes(app, {
     pets: createPetsService({ pets: storage.pets, clock }),
     idempotency: createIdempotencyService({ idempotency: storage.idempotency, clock }),
     authenticate: createAuthenticate(apiKeys, limits, metrics.countAuthFailure),
-    getPetDeprecation: deprecationHooks(
-      { deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: PETS_PATH },
-      clock,
-    ),
+    getPetDeprecation: {
+      headers: getPetDeprecation.headers,
+      // Counted after authentication (a key to attribute the call to) and before the sunset gate,
+      // so that calls answered 410 still show who has not moved; whatever the answer, it was a call.
+      async gate(request, reply) {
+        if (request.apiKey !== null) deprecatedCalls.record(getPetSchema.operationId, request.apiKey.id)
+        await getPetDeprecation.gate.call(this, request, reply)
+      },
+    },
     publicBaseUrl: config.publicBaseUrl,
   })
   registerOpenApiRoute(app)
@@ -154,4 +171,16 @@ export async function buildApp({
   answerOtherMethods()
 
   return app
+}
+
+/** A recorder for an app built without one (tests, one-off tools): the app flushes it as it closes. */
+function ownDeprecationRecorder(app: FastifyInstance, storage: Storage, clock: Clock): DeprecationRecorder {
+  const recorder = createDeprecationRecorder({
+    deprecations: storage.deprecations,
+    clock,
+    onFlushError: (err) => app.log.warn({ err }, 'getPet calls not recorded yet: the database did not take them'),
+  })
+  // onClose runs once the server has stopped and requests have finished, before the caller closes storage.
+  app.addHook('onClose', () => recorder.close())
+  return recorder
 }

@@ -1,11 +1,13 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import type { ApiKey } from './api-keys/api-keys.repository.js'
-import { createApiKeysService } from './api-keys/api-keys.service.js'
-import { buildApp } from './app.js'
+import { createApiKeysService, type RotationRefusal } from './api-keys/api-keys.service.js'
+import { buildApp, GET_PET_SUNSET } from './app.js'
 import { systemClock } from './clock.js'
 import { CONFIG_VARIABLES, type Config, ConfigError, loadConfig } from './config.js'
 import { createLogger } from './logger.js'
 import { isWorker, parseWorkers, runPrimary } from './cluster.js'
+import { createDeprecationsService } from './deprecations/deprecations.service.js'
+import { getPetSchema } from './pets/pets.schemas.js'
 import { closeOnSignals, startServer } from './server.js'
 import { openMigratedStorage, type Storage } from './storage/storage.js'
 
@@ -19,7 +21,15 @@ export interface CliIo {
 /** What `main` ends with: an exit code, or `serving` when a server now keeps the process alive. */
 export type CliOutcome = 0 | 1 | 2 | 'serving'
 
-class UsageError extends Error {}
+/** A mistake in the command line: exit 2, naming the help of `topic`. */
+class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly topic?: Topic,
+  ) {
+    super(message)
+  }
+}
 
 const HELP = {
   main: `Usage: petstore <command> [options]
@@ -28,9 +38,11 @@ Commands:
   serve [--workers N]   Run the HTTP service (migrates the database first)
   migrate               Apply pending database migrations and exit
   openapi               Print the OpenAPI document
+  deprecations          Who still calls the deprecated getPet, and until when
   keys create           Create an API key
   keys list             List API keys
   keys revoke <id>      Revoke an API key
+  keys rotate <id>      Replace an API key, the old one working for a grace period
 
 Configuration comes from environment variables (see README). Run "petstore <command> --help" for more.
 Exit codes: 0 success, 1 failure, 2 usage error.`,
@@ -45,7 +57,17 @@ ${Object.entries(CONFIG_VARIABLES)
   .join('\n')}`,
   migrate: 'Usage: petstore migrate\n\nApplies pending migrations to the database of DATABASE_URL (creating it if needed).',
   openapi: 'Usage: petstore openapi\n\nPrints the OpenAPI 3.1 document the service serves at /v1/openapi.json.',
-  keys: 'Usage: petstore keys <create|list|revoke> [options]',
+  deprecations: `Usage: petstore deprecations [--json]
+
+Lists every API key that called the deprecated getPet (GET /v1/pets/{petId}): id, name, calls,
+first and last call, most recent first, and the days left until its sunset on 2030-12-05.
+Calls are counted per key once the key is authenticated, whatever the answer (404 and, after
+the sunset, 410 included); calls without a valid key have no key to count against. Servers
+write their counts every 10 seconds and when they stop, so a call shows here within about 10 s.
+  --json   Print a JSON object instead of text`,
+  keys: `Usage: petstore keys <create|list|revoke|rotate> [options]
+
+Run "petstore keys <command> --help" for the options of each.`,
   'keys create': `Usage: petstore keys create --name NAME [--expires-in DURATION] [--json]
 
 Creates an API key for the environment of PETSTORE_ENV and prints it once: the key alone is
@@ -55,32 +77,67 @@ the last line of output (or, with --json, the "key" member). Only its SHA-256 ha
   --json                 Print a JSON object instead of text`,
   'keys list': `Usage: petstore keys list [--json]
 
-Lists keys: id, name, prefix, environment, created, last used, expires, revoked. Never the secret.`,
+Lists keys: id, name, prefix, environment, created, last used, expires, revoked, and the key each
+rotated key was replaced by. Never the secret.
+  --json   Print a JSON array instead of a table`,
   'keys revoke': `Usage: petstore keys revoke <id>
 
 Revokes a key; a running server refuses it from its next request on.`,
+  'keys rotate': `Usage: petstore keys rotate <id> [--grace DURATION] [--json]
+
+Creates a new key for the same client: same name and environment, and, if the old key expires,
+the same lifetime counted from now. The new key is printed once, alone on the last line (or as
+"key" with --json). The old key keeps working until the grace period ends (or until it would
+have expired anyway), then is refused; keys list shows which key replaced it.
+A revoked, expired or already rotated key cannot be rotated (rotate its replacement instead).
+  --grace DURATION  How long the old key keeps working: 30m, 12h, 7d, 2w, or 0 for not at all.
+                    Default 24h.
+  --json            Print a JSON object instead of text`,
 } as const
+
+type Topic = keyof typeof HELP
 
 const DURATION_UNITS_MS: Record<string, number> = { m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 }
 const MAX_LIFETIME_MS = 10 * 365 * 86_400_000
 
-export function parseDuration(text: string): number {
+/** `30m`, `12h`, `90d`, `4w` (and `0` if `zero`) in milliseconds, at most 10 years; anything else is a usage error naming `option`. */
+export function parseDuration(
+  text: string,
+  { option = '--expires-in', topic, zero = false }: { option?: string; topic?: Topic; zero?: boolean } = {},
+): number {
+  if (zero && text === '0') return 0
   const match = /^([1-9][0-9]{0,5})([mhdw])$/.exec(text)
   const ms = match === null ? Number.NaN : Number(match[1]) * (DURATION_UNITS_MS[match[2] ?? ''] ?? Number.NaN)
   if (!(ms <= MAX_LIFETIME_MS)) {
-    throw new UsageError(`--expires-in must be a positive duration such as 30m, 12h, 90d or 4w, at most 10 years; got "${text}"`)
+    const what = zero ? '0 or a duration' : 'a positive duration'
+    throw new UsageError(`${option} must be ${what} such as 30m, 12h, 90d or 4w, at most 10 years; got "${text}"`, topic)
   }
   return ms
 }
 
+const DEFAULT_GRACE = '24h'
+
 const helpOption = { help: { type: 'boolean', short: 'h' } } as const
 
-function parse<const O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
+/** Parses the options of `topic` strictly; exactly `positionals` arguments besides them (none by default). */
+function parse<const O extends NonNullable<ParseArgsConfig['options']>>(
+  topic: Topic,
+  args: string[],
+  options: O,
+  { positionals = 0, what = 'argument' }: { positionals?: number; what?: string } = {},
+) {
+  let parsed
   try {
-    return parseArgs({ args, options, allowPositionals: true, strict: true })
+    parsed = parseArgs({ args, options: { ...helpOption, ...options }, allowPositionals: true, strict: true })
   } catch (error) {
-    throw new UsageError((error as Error).message)
+    // parseArgs explains some mistakes over several lines; a usage error is one line.
+    throw new UsageError((error as Error).message.replace(/\s*\n\s*/g, ' '), topic)
   }
+  if (parsed.positionals.length > positionals) {
+    throw new UsageError(`unexpected argument "${parsed.positionals[positionals] ?? ''}"`, topic)
+  }
+  if (parsed.positionals.length < positionals) throw new UsageError(`${topic} needs a ${what}`, topic)
+  return parsed
 }
 
 function iso(ms: number | null): string | null {
@@ -97,6 +154,7 @@ function describeKey(key: ApiKey) {
     lastUsedAt: iso(key.lastUsedAt),
     expiresAt: iso(key.expiresAt),
     revokedAt: iso(key.revokedAt),
+    replacedBy: key.replacedBy,
   }
 }
 
@@ -118,24 +176,36 @@ async function withStorage<T>(
   }
 }
 
-async function keysCommand(sub: string | undefined, args: string[], config: Config, io: CliIo): Promise<0 | 1 | 2> {
-  const keysService = (storage: Storage) =>
+/** Says why `keys rotate` refused, as the one line a failure prints. */
+function rotationRefusal(id: string, refusal: RotationRefusal): string {
+  switch (refusal.refused) {
+    case 'unknown':
+      return `no API key has id "${id}" (see: petstore keys list)`
+    case 'revoked':
+      return `API key ${id} was revoked at ${iso(refusal.key.revokedAt)} and cannot be rotated; create a new one with: petstore keys create --name NAME`
+    case 'expired':
+      return `API key ${id} expired at ${iso(refusal.key.expiresAt)} and cannot be rotated; create a new one with: petstore keys create --name NAME`
+    case 'rotated':
+      return `API key ${id} was already rotated to ${refusal.replacedBy}; rotate ${refusal.replacedBy} instead, or revoke ${id} to end its grace period now`
+  }
+}
+
+async function keysCommand(sub: string | undefined, args: string[], io: CliIo): Promise<0 | 1> {
+  const keysService = (storage: Storage, config: Config) =>
     createApiKeysService({ apiKeys: storage.apiKeys, clock: systemClock, environment: config.environment })
 
   switch (sub) {
     case 'create': {
-      const { values, positionals } = parse(args, {
-        ...helpOption,
+      const { values } = parse('keys create', args, {
         name: { type: 'string' },
         'expires-in': { type: 'string' },
         json: { type: 'boolean' },
       })
-      if (values.help === true) return help(io, 'keys create')
       const name = values.name?.trim() ?? ''
-      if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`)
-      if (name === '' || name.length > 100) throw new UsageError('--name is required: 1 to 100 characters')
-      const expiresInMs = values['expires-in'] === undefined ? undefined : parseDuration(values['expires-in'])
-      const { key, secret } = await withStorage(config, (storage) => keysService(storage).create({ name, expiresInMs }))
+      if (name === '' || name.length > 100) throw new UsageError('--name is required: 1 to 100 characters', 'keys create')
+      const expiresInMs = values['expires-in'] === undefined ? undefined : parseDuration(values['expires-in'], { topic: 'keys create' })
+      const config = loadConfig(io.env, io.cwd)
+      const { key, secret } = await withStorage(config, (storage) => keysService(storage, config).create({ name, expiresInMs }))
       if (values.json === true) {
         io.stdout(JSON.stringify({ ...describeKey(key), key: secret }) + '\n')
       } else {
@@ -149,16 +219,15 @@ async function keysCommand(sub: string | undefined, args: string[], config: Conf
       return 0
     }
     case 'list': {
-      const { values, positionals } = parse(args, { ...helpOption, json: { type: 'boolean' } })
-      if (values.help === true) return help(io, 'keys list')
-      if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`)
-      const keys = (await withStorage(config, (storage) => keysService(storage).list())).map(describeKey)
+      const { values } = parse('keys list', args, { json: { type: 'boolean' } })
+      const config = loadConfig(io.env, io.cwd)
+      const keys = (await withStorage(config, (storage) => keysService(storage, config).list())).map(describeKey)
       if (values.json === true) {
         io.stdout(JSON.stringify(keys, null, 2) + '\n')
       } else if (keys.length === 0) {
         io.stdout('No API keys yet. Create one with: petstore keys create --name NAME\n')
       } else {
-        const header = ['ID', 'NAME', 'PREFIX', 'ENVIRONMENT', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED']
+        const header = ['ID', 'NAME', 'PREFIX', 'ENVIRONMENT', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED', 'REPLACED BY']
         const rows = keys.map((k) => [
           k.id,
           k.name,
@@ -168,17 +237,17 @@ async function keysCommand(sub: string | undefined, args: string[], config: Conf
           k.lastUsedAt ?? 'never',
           k.expiresAt ?? 'never',
           k.revokedAt ?? 'no',
+          k.replacedBy ?? '-',
         ])
         io.stdout(table([header, ...rows]) + '\n')
       }
       return 0
     }
     case 'revoke': {
-      const { values, positionals } = parse(args, helpOption)
-      if (values.help === true) return help(io, 'keys revoke')
-      if (positionals.length !== 1) throw new UsageError('keys revoke takes exactly one key id')
+      const { positionals } = parse('keys revoke', args, {}, { positionals: 1, what: 'key id' })
       const id = positionals[0] ?? ''
-      const key = await withStorage(config, (storage) => keysService(storage).revoke(id))
+      const config = loadConfig(io.env, io.cwd)
+      const key = await withStorage(config, (storage) => keysService(storage, config).revoke(id))
       if (key === undefined) {
         io.stderr(`petstore: no API key has id "${id}" (see: petstore keys list)\n`)
         return 1
@@ -186,34 +255,125 @@ async function keysCommand(sub: string | undefined, args: string[], config: Conf
       io.stdout(`Revoked API key ${key.id} "${key.name}" (revoked at ${iso(key.revokedAt)}).\n`)
       return 0
     }
+    case 'rotate': {
+      const { values, positionals } = parse(
+        'keys rotate',
+        args,
+        { grace: { type: 'string' }, json: { type: 'boolean' } },
+        { positionals: 1, what: 'key id' },
+      )
+      const id = positionals[0] ?? ''
+      const graceMs = parseDuration(values.grace ?? DEFAULT_GRACE, { option: '--grace', topic: 'keys rotate', zero: true })
+      const config = loadConfig(io.env, io.cwd)
+      const rotated = await withStorage(config, (storage) => keysService(storage, config).rotate(id, graceMs))
+      if ('refused' in rotated) {
+        io.stderr(`petstore: ${rotationRefusal(id, rotated)}\n`)
+        return 1
+      }
+      const { key, secret, old } = rotated
+      if (values.json === true) {
+        io.stdout(JSON.stringify({ ...describeKey(key), key: secret, replaces: describeKey(old) }) + '\n')
+      } else {
+        io.stdout(
+          `Rotated API key ${old.id} "${old.name}": the new key is ${key.id} for ${key.environment}` +
+            `${key.expiresAt === null ? '' : `, expires ${iso(key.expiresAt)}`}.\n` +
+            `The old key ${old.id} works until ${iso(old.expiresAt)}, then is refused.\n` +
+            'Store the new key now: it is shown only once.\n' +
+            `${secret}\n`,
+        )
+      }
+      return 0
+    }
+    case undefined:
+      throw new UsageError('keys needs a command: create, list, revoke or rotate', 'keys')
     default:
-      if (sub === undefined || sub === '--help' || sub === '-h') return help(io, 'keys')
-      throw new UsageError(`unknown keys command "${sub}"`)
+      throw new UsageError(`unknown keys command "${sub}"`, 'keys')
   }
 }
 
-function help(io: CliIo, topic: keyof typeof HELP): 0 {
+async function deprecationsCommand(args: string[], io: CliIo): Promise<0> {
+  const { values } = parse('deprecations', args, { json: { type: 'boolean' } })
+  const config = loadConfig(io.env, io.cwd)
+  const report = await withStorage(config, (storage) =>
+    createDeprecationsService({ deprecations: storage.deprecations, clock: systemClock }).report(
+      getPetSchema.operationId,
+      GET_PET_SUNSET,
+    ),
+  )
+  const keys = report.callers.map((caller) => ({
+    id: caller.keyId,
+    name: caller.keyName,
+    calls: caller.calls,
+    firstSeen: iso(caller.firstSeen),
+    lastSeen: iso(caller.lastSeen),
+  }))
+  if (values.json === true) {
+    const { operation, sunset, sunsetPassed, daysLeft } = report
+    io.stdout(JSON.stringify({ operation, sunset: sunset.toISOString(), sunsetPassed, daysLeft, keys }, null, 2) + '\n')
+    return 0
+  }
+  const sunset = report.sunset.toISOString()
+  io.stdout(
+    report.sunsetPassed
+      ? `getPet (GET /v1/pets/{petId}) passed its sunset on ${sunset} (0 days left): it answers 410 Gone.\n`
+      : `getPet (GET /v1/pets/{petId}) is deprecated: sunset ${sunset}, ${report.daysLeft} day${report.daysLeft === 1 ? '' : 's'} left.\n`,
+  )
+  if (keys.length === 0) {
+    io.stdout('No key has called it.\n')
+    return 0
+  }
+  const header = ['KEY ID', 'NAME', 'CALLS', 'FIRST SEEN', 'LAST SEEN']
+  // A key that no longer exists still shows its id: its counts outlive it.
+  const rows = keys.map((k) => [k.id, k.name ?? '(unknown key)', String(k.calls), k.firstSeen ?? '-', k.lastSeen ?? '-'])
+  io.stdout(table([header, ...rows]) + '\n')
+  return 0
+}
+
+function help(io: CliIo, topic: Topic): 0 {
   io.stdout(HELP[topic] + '\n')
   return 0
+}
+
+const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h'
+
+/** The help topic `args` name (`keys rotate`, `serve`, …), or undefined if they name none. */
+function topicOf(args: string[]): Topic | undefined {
+  const [command, sub] = args
+  if (command === 'keys' && sub !== undefined && !isHelp(sub)) {
+    const topic = `keys ${sub}`
+    return topic in HELP ? (topic as Topic) : undefined
+  }
+  return command !== undefined && command !== 'main' && command in HELP ? (command as Topic) : undefined
 }
 
 /** Runs one CLI command. Only the bin script touches `process`. */
 export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
   const [command, ...rest] = argv
   try {
-    if (command === undefined || command === '--help' || command === '-h' || command === 'help') return help(io, 'main')
-    if (!['serve', 'migrate', 'openapi', 'keys'].includes(command)) throw new UsageError(`unknown command "${command}"`)
-    if (rest.includes('--help') || rest.includes('-h')) {
-      const topic = command === 'keys' && rest[0] !== undefined ? `keys ${rest[0]}` : command
-      return help(io, topic in HELP ? (topic as keyof typeof HELP) : 'main')
+    if (command === undefined || isHelp(command)) return help(io, 'main')
+    if (command === 'help') {
+      if (rest.length === 0) return help(io, 'main')
+      const topic = topicOf(rest)
+      if (topic === undefined) throw new UsageError(`no help on "${rest.join(' ')}"`)
+      return help(io, topic)
     }
-    const config = loadConfig(io.env, io.cwd)
+    const topic = topicOf(argv)
+    if (topic === undefined) {
+      if (command === 'keys') throw new UsageError(`unknown keys command "${rest[0] ?? ''}"`, 'keys')
+      throw new UsageError(`unknown command "${command}"`)
+    }
+    // --help anywhere (before a `--`) wins over every other option, valid or not.
+    const end = argv.indexOf('--')
+    if ((end === -1 ? argv : argv.slice(0, end)).some(isHelp)) return help(io, topic)
 
     switch (command) {
       case 'serve': {
-        const { values } = parse(rest, { ...helpOption, workers: { type: 'string' } })
+        const { values } = parse('serve', rest, { workers: { type: 'string' } })
         const workers = parseWorkers(values.workers)
-        if (workers === undefined) throw new UsageError(`--workers must be a number from 1 to 256 or "auto", got "${values.workers}"`)
+        if (workers === undefined) {
+          throw new UsageError(`--workers must be a number from 1 to 256 or "auto", got "${values.workers}"`, 'serve')
+        }
+        const config = loadConfig(io.env, io.cwd)
         const logger = createLogger(config)
         if (workers > 1 && !isWorker()) {
           await runPrimary(config, logger, workers)
@@ -225,13 +385,14 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
         return 'serving'
       }
       case 'migrate': {
-        parse(rest, helpOption)
-        const applied = await withStorage(config, async (_storage, applied) => applied)
+        parse('migrate', rest, {})
+        const applied = await withStorage(loadConfig(io.env, io.cwd), async (_storage, applied) => applied)
         io.stdout(applied.length === 0 ? 'Database is up to date.\n' : `Applied: ${applied.join(', ')}\n`)
         return 0
       }
       case 'openapi': {
-        parse(rest, helpOption)
+        parse('openapi', rest, {})
+        const config = loadConfig(io.env, io.cwd)
         const document = await withStorage({ ...config, database: { engine: 'sqlite', path: ':memory:' } }, async (storage) => {
           const app = await buildApp({ config, storage, logger: createLogger({ logLevel: 'silent' }) })
           await app.ready()
@@ -242,18 +403,21 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
         io.stdout(JSON.stringify(document, null, 2) + '\n')
         return 0
       }
+      case 'deprecations':
+        return await deprecationsCommand(rest, io)
       default:
-        return await keysCommand(rest[0], rest.slice(1), config, io)
+        return await keysCommand(rest[0], rest.slice(1), io)
     }
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr(`petstore: ${error.message}\nRun "petstore --help" for usage.\n`)
+      io.stderr(`petstore: ${error.message}\nRun "petstore ${error.topic === undefined ? '' : `${error.topic} `}--help" for usage.\n`)
       return 2
     }
     if (error instanceof ConfigError) {
       io.stderr(`petstore: invalid configuration: ${error.message}\n`)
       return 1
     }
+    // A failure, not a bug report: one line, never a stack trace.
     io.stderr(`petstore: ${error instanceof Error ? error.message : String(error)}\n`)
     return 1
   }

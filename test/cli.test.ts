@@ -21,6 +21,7 @@ interface CreatedKey {
   lastUsedAt: string | null
   expiresAt: string | null
   revokedAt: string | null
+  replacedBy: string | null
   key: string
 }
 
@@ -102,6 +103,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
         'lastUsedAt',
         'name',
         'prefix',
+        'replacedBy',
         'revokedAt',
       ])
       assert.match(created.key, LIVE_KEY)
@@ -115,6 +117,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       assert.equal(created.expiresAt, null)
       assert.equal(created.lastUsedAt, null)
       assert.equal(created.revokedAt, null)
+      assert.equal(created.replacedBy, null)
     })
 
     it('sets expiresAt exactly the --expires-in duration after createdAt, for 30m, 12h, 90d and 4w', async () => {
@@ -148,20 +151,20 @@ describe('petstore CLI', { concurrency: 2 }, () => {
   })
 
   describe('keys list', () => {
-    it('shows id, name, prefix, created, last used, expires and revoked of each key, never the secret nor a hash', async () => {
+    it('shows id, name, prefix, created, last used, expires, revoked and replaced by of each key, never the secret nor a hash', async () => {
       const { dir, env } = fresh()
       const forever = await createKey(env, dir, 'forever')
       const shortLived = await createKey(env, dir, 'short-lived', '--expires-in', '90d')
       const result = await runCli(['keys', 'list'], env, dir)
       assert.equal(result.code, 0, result.stderr)
       const [header = '', ...rows] = result.stdout.trimEnd().split('\n')
-      assert.match(header, /^ID +NAME +PREFIX +ENVIRONMENT +CREATED +LAST USED +EXPIRES +REVOKED$/)
+      assert.match(header, /^ID +NAME +PREFIX +ENVIRONMENT +CREATED +LAST USED +EXPIRES +REVOKED +REPLACED BY$/)
       assert.equal(rows.length, 2)
       for (const [row, key, expires] of [
         [rows[0] ?? '', forever, 'never'],
         [rows[1] ?? '', shortLived, shortLived.expiresAt ?? ''],
       ] as const) {
-        assert.deepEqual(row.split(/ {2,}/), [key.id, key.name, `${key.prefix}…`, 'production', key.createdAt, 'never', expires, 'no'])
+        assert.deepEqual(row.split(/ {2,}/), [key.id, key.name, `${key.prefix}…`, 'production', key.createdAt, 'never', expires, 'no', '-'])
       }
       assertNoSecret(result.stdout, forever)
       assertNoSecret(result.stdout, shortLived)
@@ -204,7 +207,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
 
       const table = await runCli(['keys', 'list'], env, dir)
       const doomedRow = table.stdout.split('\n').find((line) => line.startsWith(doomed.id)) ?? ''
-      assert.equal(doomedRow.split(/ {2,}/).at(-1), listedDoomed?.revokedAt)
+      assert.equal(doomedRow.split(/ {2,}/).at(-2), listedDoomed?.revokedAt)
     })
 
     it('keeps the first revocation time when a key is revoked again', async () => {

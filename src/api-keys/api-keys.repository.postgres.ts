@@ -22,6 +22,27 @@ export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepositor
       const { rows } = await pool.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, id`)
       return rows.map(toApiKey)
     },
+    async findById(id: string): Promise<ApiKey | undefined> {
+      const { rows } = await pool.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE id = $1`, [id])
+      return rows[0] === undefined ? undefined : toApiKey(rows[0])
+    },
+    async rotate(id, successor, secretHash, expiresBy, now): Promise<ApiKey | undefined> {
+      // One statement, so one transaction: the successor is inserted only if the UPDATE, which locks
+      // the old key's row and checks it again, matched; two rotations of one key cannot both succeed.
+      const { rows } = await pool.query<ApiKeyRow>(
+        `WITH old AS (
+           UPDATE api_keys SET replaced_by = $1, expires_at = least(coalesce(expires_at, $8::bigint), $8::bigint)
+           WHERE id = $9 AND replaced_by IS NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $10)
+           RETURNING ${COLUMNS}
+         ), successor AS (
+           INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, secret_hash)
+           SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::bigint, $7::text FROM old
+         )
+         SELECT * FROM old`,
+        [successor.id, successor.name, successor.prefix, successor.environment, successor.createdAt, successor.expiresAt, secretHash, expiresBy, id, now],
+      )
+      return rows[0] === undefined ? undefined : toApiKey(rows[0])
+    },
     async revoke(id: string, at: number): Promise<ApiKey | undefined> {
       const { rows } = await pool.query<ApiKeyRow>(
         `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2 RETURNING ${COLUMNS}`,

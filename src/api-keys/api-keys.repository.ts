@@ -11,12 +11,21 @@ export interface ApiKey {
   expiresAt: number | null
   revokedAt: number | null
   lastUsedAt: number | null
+  /** The id of the key this one was rotated to; null unless it was rotated. */
+  replacedBy: string | null
 }
 
 export interface ApiKeysRepository {
   insert(key: ApiKey, secretHash: string): Promise<void>
   findBySecretHash(secretHash: string): Promise<ApiKey | undefined>
   list(): Promise<ApiKey[]>
+  findById(id: string): Promise<ApiKey | undefined>
+  /**
+   * In one transaction: inserts `successor`, and points the key `id` at it with an expiry of
+   * `min(its expiry, expiresBy)`, provided that key still works at `now` and was not rotated yet.
+   * Undefined, and nothing written, when it does not (or no longer) qualify; else the old key as updated.
+   */
+  rotate(id: string, successor: ApiKey, secretHash: string, expiresBy: number, now: number): Promise<ApiKey | undefined>
   /** Marks the key revoked at `at` unless it already is; undefined when no key has this id. */
   revoke(id: string, at: number): Promise<ApiKey | undefined>
   /** Records use at `at`, only if the last recorded use is at or before `staleBefore` (or none). */
@@ -24,7 +33,7 @@ export interface ApiKeysRepository {
 }
 
 /** The columns every engine's repository selects, in the order `ApiKeyRow` names them. */
-export const API_KEY_COLUMNS = 'id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at'
+export const API_KEY_COLUMNS = 'id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, replaced_by'
 
 /** A row of `api_keys` as a driver returns it: times are int8 milliseconds, which pg gives as text. */
 export interface ApiKeyRow {
@@ -36,6 +45,7 @@ export interface ApiKeyRow {
   expires_at: number | string | null
   revoked_at: number | string | null
   last_used_at: number | string | null
+  replaced_by: string | null
 }
 
 const toMs = (value: number | string | null): number | null => (value === null ? null : Number(value))
@@ -51,5 +61,6 @@ export function toApiKey(row: ApiKeyRow): ApiKey {
     expiresAt: toMs(row.expires_at),
     revokedAt: toMs(row.revoked_at),
     lastUsedAt: toMs(row.last_used_at),
+    replacedBy: row.replaced_by,
   }
 }

@@ -32,8 +32,25 @@ export interface CreatedApiKey {
   secret: string
 }
 
+/** Why a key cannot be rotated: it does not exist, no longer works, or was rotated already. */
+export type RotationRefusal =
+  | { refused: 'unknown' }
+  | { refused: 'revoked' | 'expired'; key: ApiKey }
+  | { refused: 'rotated'; key: ApiKey; replacedBy: string }
+
+export interface RotatedApiKey extends CreatedApiKey {
+  /** The old key, with the expiry that ends its grace period and `replacedBy` set. */
+  old: ApiKey
+}
+
 export interface ApiKeysService {
   create(input: { name: string; expiresInMs?: number }): Promise<CreatedApiKey>
+  /**
+   * A new key for the client of key `id`: same name and environment, and the same lifetime if the
+   * old one had one (counted from now). The old key keeps working for `graceMs` (0: not at all),
+   * never longer than it would have anyway.
+   */
+  rotate(id: string, graceMs: number): Promise<RotatedApiKey | RotationRefusal>
   list(): Promise<ApiKey[]>
   revoke(id: string): Promise<ApiKey | undefined>
   /** The key a request presented, if it is valid here and now; undefined otherwise. */
@@ -48,22 +65,54 @@ export function createApiKeysService(deps: {
   const { apiKeys, clock, environment } = deps
   const prefix = KEY_PREFIX[environment]
 
+  const newKey = (name: string, keyEnvironment: Environment, now: number, expiresAt: number | null): CreatedApiKey => {
+    const keyPrefix = KEY_PREFIX[keyEnvironment]
+    const secret = keyPrefix + randomBase62(SECRET_LENGTH)
+    const key: ApiKey = {
+      id: `key_${randomBase62(16)}`,
+      name,
+      prefix: secret.slice(0, keyPrefix.length + 4),
+      environment: keyEnvironment,
+      createdAt: now,
+      expiresAt,
+      revokedAt: null,
+      lastUsedAt: null,
+      replacedBy: null,
+    }
+    return { key, secret }
+  }
+
+  const refusal = (key: ApiKey, now: number): RotationRefusal | undefined => {
+    if (key.revokedAt !== null) return { refused: 'revoked', key }
+    if (key.expiresAt !== null && key.expiresAt <= now) return { refused: 'expired', key }
+    // One successor per key: lineage stays a chain. A lost new secret is replaced by rotating the new key.
+    if (key.replacedBy !== null) return { refused: 'rotated', key, replacedBy: key.replacedBy }
+    return undefined
+  }
+
   return {
     async create({ name, expiresInMs }) {
       const now = clock.now()
-      const secret = prefix + randomBase62(SECRET_LENGTH)
-      const key: ApiKey = {
-        id: `key_${randomBase62(16)}`,
-        name,
-        prefix: secret.slice(0, prefix.length + 4),
-        environment,
-        createdAt: now,
-        expiresAt: expiresInMs === undefined ? null : now + expiresInMs,
-        revokedAt: null,
-        lastUsedAt: null,
+      const created = newKey(name, environment, now, expiresInMs === undefined ? null : now + expiresInMs)
+      await apiKeys.insert(created.key, hashSecret(created.secret))
+      return created
+    },
+
+    async rotate(id, graceMs) {
+      const now = clock.now()
+      const current = await apiKeys.findById(id)
+      if (current === undefined) return { refused: 'unknown' }
+      const refused = refusal(current, now)
+      if (refused !== undefined) return refused
+      const lifetime = current.expiresAt === null ? null : current.expiresAt - current.createdAt
+      const created = newKey(current.name, current.environment, now, lifetime === null ? null : now + lifetime)
+      const old = await apiKeys.rotate(id, created.key, hashSecret(created.secret), now + graceMs, now)
+      // Revoked or rotated by someone else between the read and the write: say what happened.
+      if (old === undefined) {
+        const changed = await apiKeys.findById(id)
+        return (changed === undefined ? undefined : refusal(changed, now)) ?? { refused: 'unknown' }
       }
-      await apiKeys.insert(key, hashSecret(secret))
-      return { key, secret }
+      return { ...created, old }
     },
 
     list: () => apiKeys.list(),

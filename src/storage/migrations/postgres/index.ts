@@ -1,9 +1,11 @@
 import type { Migration } from 'kysely'
 import * as initial from './0001-initial.js'
 import * as idempotency from './0002-idempotency.js'
+import * as rotationAndDeprecatedCalls from './0003-rotation-and-deprecated-calls.js'
 
 /** Append-only, and named as the SQLite migrations are: both engines share one history. */
 export const postgresMigrations: Record<string, Migration> = {
   '0001-initial': initial,
   '0002-idempotency': idempotency,
+  '0003-rotation-and-deprecated-calls': rotationAndDeprecatedCalls,
 }

@@ -1,0 +1,86 @@
+import type { Clock } from '../clock.js'
+import type { DeprecatedCalls, DeprecationsRepository } from './deprecations.repository.js'
+
+/** How often counts are written by default: the report is at most this far behind. */
+export const DEPRECATION_FLUSH_INTERVAL_MS = 10_000
+
+/**
+ * Counts calls to deprecated operations in memory and writes them in batches, so that a call
+ * costs no database write.
+ */
+export interface DeprecationRecorder {
+  /** Counts one call of `operation` by the key `keyId`, now. Never waits, never fails. */
+  record(operation: string, keyId: string): void
+  /**
+   * Writes the counts gathered so far. If the write fails they are kept, merged with newer ones,
+   * for the next flush; the error is reported to `onFlushError`, not thrown.
+   */
+  flush(): Promise<void>
+  /** Stops the timer and flushes what is left: for shutdown, before storage closes. */
+  close(): Promise<void>
+}
+
+export interface DeprecationRecorderDeps {
+  deprecations: DeprecationsRepository
+  clock: Clock
+  /** Default 10 s. The timer is unref'd: it never keeps the process alive. */
+  flushIntervalMs?: number
+  /** Told about a failed flush (the database is away); the counts wait for the next one. */
+  onFlushError: (error: unknown) => void
+}
+
+function merge(into: Map<string, DeprecatedCalls>, counts: DeprecatedCalls): void {
+  const id = `${counts.operation}\u0000${counts.keyId}`
+  const known = into.get(id)
+  if (known === undefined) {
+    into.set(id, { ...counts })
+    return
+  }
+  known.calls += counts.calls
+  known.firstSeen = Math.min(known.firstSeen, counts.firstSeen)
+  known.lastSeen = Math.max(known.lastSeen, counts.lastSeen)
+}
+
+export function createDeprecationRecorder({
+  deprecations,
+  clock,
+  flushIntervalMs = DEPRECATION_FLUSH_INTERVAL_MS,
+  onFlushError,
+}: DeprecationRecorderDeps): DeprecationRecorder {
+  // One entry per (operation, key): memory is bounded by the number of keys that call, even while
+  // the database is away and nothing can be written.
+  let pending = new Map<string, DeprecatedCalls>()
+  // Flushes run one after another: two at once could both fail and put back the same counts.
+  let flushing: Promise<void> = Promise.resolve()
+
+  const writePending = async (): Promise<void> => {
+    if (pending.size === 0) return
+    const batch = pending
+    pending = new Map()
+    try {
+      await deprecations.add([...batch.values()])
+    } catch (error) {
+      for (const counts of batch.values()) merge(pending, counts)
+      onFlushError(error)
+    }
+  }
+  const flush = (): Promise<void> => {
+    flushing = flushing.then(writePending)
+    return flushing
+  }
+
+  const timer = setInterval(() => void flush(), flushIntervalMs)
+  timer.unref()
+
+  return {
+    record(operation, keyId) {
+      const now = clock.now()
+      merge(pending, { operation, keyId, calls: 1, firstSeen: now, lastSeen: now })
+    },
+    flush,
+    async close() {
+      clearInterval(timer)
+      await flush()
+    },
+  }
+}
