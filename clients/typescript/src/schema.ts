@@ -139,16 +139,30 @@ export interface operations {
                 limit?: number;
                 /** @description Return only animals with this status. */
                 status?: "available" | "pending" | "sold";
+                /** @description Where the page starts: the `cursor` of the previous page's `Link: <…>; rel="next"` URL, which is the easiest way to use it. Opaque. It belongs to the `status` filter it was issued with; with another filter it is refused. */
+                cursor?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description ETags of representations the client holds; when one matches, the answer is 304 without a body.
+                 * @example "5fT0aT1xk2sBRnqS0dHk1RjXzZQ"
+                 */
+                "if-none-match"?: string;
+            };
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description One page of animals. */
+            /** @description One page of animals: a JSON array, as the contract says; the next page, if any, is in `Link`. */
             200: {
                 headers: {
+                    /** @description Present when more animals follow: `<https://api.example.com/v1/pets?limit=20&status=available&cursor=…>; rel="next"` (RFC 8288). Pages are keyset by `id`, so walking them while animals are added never repeats or skips one. Absent on the last page. */
+                    Link?: string;
+                    /** @description Strong validator of this response; send it back in `If-None-Match`. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
+                    "Cache-Control"?: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
@@ -159,7 +173,24 @@ export interface operations {
                     "application/json": components["schemas"]["Pet"][];
                 };
             };
-            /** @description `limit` or `status` is not valid, repeated, or an unknown query parameter was sent (`invalid_request`). */
+            /** @description Not modified: the `If-None-Match` ETag is current. No body. */
+            304: {
+                headers: {
+                    /** @description Present when more animals follow: `<https://api.example.com/v1/pets?limit=20&status=available&cursor=…>; rel="next"` (RFC 8288). Pages are keyset by `id`, so walking them while animals are added never repeats or skips one. Absent on the last page. */
+                    Link?: string;
+                    /** @description Strong validator of this response; send it back in `If-None-Match`. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
+                    "Cache-Control"?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `limit`, `status` or `cursor` is not valid or repeated, `cursor` belongs to another `status`, or an unknown query parameter was sent (`invalid_request`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -344,7 +375,13 @@ export interface operations {
     getPet: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description ETags of representations the client holds; when one matches, the answer is 304 without a body.
+                 * @example "5fT0aT1xk2sBRnqS0dHk1RjXzZQ"
+                 */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description ID of the animal to retrieve. */
                 petId: bigint;
@@ -362,6 +399,10 @@ export interface operations {
                     Sunset?: string;
                     /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
                     Link?: string;
+                    /** @description Strong validator of this response; send it back in `If-None-Match`. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
+                    "Cache-Control"?: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
@@ -371,6 +412,27 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Pet"];
                 };
+            };
+            /** @description Not modified: the `If-None-Match` ETag is current. No body. */
+            304: {
+                headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description Strong validator of this response; send it back in `If-None-Match`. */
+                    ETag?: string;
+                    /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
+                    "Cache-Control"?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description `petId` is not the decimal text of an integer from 1 to 9223372036854775807 (`invalid_request`). */
             400: {
