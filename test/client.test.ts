@@ -34,6 +34,17 @@ describe('generated client types', () => {
     }
   })
 
+  it('come out different when the document changes, so the check above can fail', { timeout: 60_000 }, async () => {
+    const document = await currentOpenApiDocument()
+    document.components = {
+      ...document.components,
+      schemas: { ...document.components?.schemas, Colour: { type: 'string', enum: ['red', 'blue'] } },
+    }
+    const changed = await generateSchemaTypes(document)
+    assert.notEqual(changed, fs.readFileSync(SCHEMA_FILE, 'utf8'))
+    assert.match(changed, /Colour: "red" \| "blue";/)
+  })
+
   it('types int64 integers as bigint and other integers as number', () => {
     const text = fs.readFileSync(SCHEMA_FILE, 'utf8')
     assert.match(text, /\bid: bigint;/)
