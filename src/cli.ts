@@ -339,7 +339,7 @@ const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h'
 /** The help topic `args` name (`keys rotate`, `serve`, …), or undefined if they name none. */
 function topicOf(args: string[]): Topic | undefined {
   const [command, sub] = args
-  if (command === 'keys' && sub !== undefined && !isHelp(sub)) {
+  if (command === 'keys' && sub !== undefined && !sub.startsWith('-')) {
     const topic = `keys ${sub}`
     return topic in HELP ? (topic as Topic) : undefined
   }

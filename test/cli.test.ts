@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, describe, it } from 'node:test'
 import { hashSecret } from '../src/api-keys/api-keys.service.js'
+import { type CliIo, main } from '../src/cli.js'
 import { loadConfig } from '../src/config.js'
 import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../src/storage/storage.js'
@@ -291,7 +292,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       const { dir } = fresh()
       const result = await runCli(['--help'], {}, dir)
       assert.equal(result.code, 0, result.stderr)
-      for (const command of ['serve', 'migrate', 'openapi', 'keys create', 'keys list', 'keys revoke']) {
+      for (const command of ['serve', 'migrate', 'openapi', 'deprecations', 'keys create', 'keys list', 'keys revoke', 'keys rotate']) {
         assert.match(result.stdout, new RegExp(`^ +${command} `, 'm'), command)
       }
     })
@@ -317,6 +318,75 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       assert.equal(result.code, 2)
       assert.match(result.stderr, /--bogus/)
       assert.equal(result.stdout, '')
+    })
+  })
+
+  describe('every command', () => {
+    const COMMANDS = ['serve', 'migrate', 'openapi', 'deprecations', 'keys', 'keys create', 'keys list', 'keys revoke', 'keys rotate']
+
+    /** `main` in this process, as the bin runs it: the same code paths, without a process per case. */
+    async function inProcess(args: string[], env: Record<string, string> = {}) {
+      let stdout = ''
+      let stderr = ''
+      const io: CliIo = { env, cwd: trackedTempDir('petstore-cli-'), stdout: (text) => (stdout += text), stderr: (text) => (stderr += text) }
+      const code = await main(args, io)
+      return { code, stdout, stderr }
+    }
+
+    for (const command of COMMANDS) {
+      const words = command.split(' ')
+      it(`petstore ${command}: --help, -h and "help ${command}" print its usage with exit 0`, async () => {
+        for (const args of [[...words, '--help'], [...words, '-h'], ['help', ...words], [...words, '--bogus', '--help']]) {
+          const result = await inProcess(args)
+          assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`)
+          assert.ok(result.stdout.startsWith(`Usage: petstore ${command}`), `${args.join(' ')}: ${result.stdout}`)
+          assert.match(result.stdout.slice(`Usage: petstore ${command}`.length), /^[ \n]/, 'the usage of this command, not of a longer one')
+          assert.equal(result.stderr, '')
+        }
+      })
+
+      it(`petstore ${command}: an unknown option is a one-line usage error naming it and "petstore ${command} --help", exit 2`, async () => {
+        const result = await inProcess([...words, '--bogus'])
+        assert.equal(result.code, 2)
+        assert.equal(result.stdout, '')
+        const lines = result.stderr.trimEnd().split('\n')
+        assert.equal(lines.length, 2, result.stderr)
+        assert.match(lines[0] ?? '', /^petstore: .*--bogus/)
+        assert.equal(lines[1], `Run "petstore ${command} --help" for usage.`)
+      })
+    }
+
+    it('refuses arguments a command does not take, and a missing key id, with exit 2', async () => {
+      for (const args of [['migrate', 'now'], ['openapi', 'x'], ['deprecations', 'getPet'], ['keys', 'list', 'all'], ['keys', 'rotate'], ['keys', 'rotate', 'key_a', 'key_b']]) {
+        const result = await inProcess(args)
+        assert.equal(result.code, 2, args.join(' '))
+        assert.match(result.stderr, new RegExp(`Run "petstore ${args[0] === 'keys' ? `keys ${args[1]}` : args[0]} --help"`), args.join(' '))
+      }
+    })
+
+    it('answers "petstore keys" with no command, and an unknown one, with exit 2 pointing at the keys help', async () => {
+      for (const args of [['keys'], ['keys', 'delete']]) {
+        const result = await inProcess(args)
+        assert.equal(result.code, 2, args.join(' '))
+        assert.match(result.stderr, /Run "petstore keys --help"/)
+      }
+    })
+
+    it('checks the command line before the configuration: a usage error is exit 2 even with a bad environment', async () => {
+      const result = await inProcess(['keys', 'rotate', 'key_a', '--grace', '1y'], { PORT: 'abc' })
+      assert.equal(result.code, 2, result.stderr)
+      assert.match(result.stderr, /--grace/)
+    })
+
+    it('reports a database that cannot be reached in one line with exit 1, never a stack trace', async () => {
+      for (const args of [['deprecations'], ['keys', 'rotate', 'key_a'], ['keys', 'list']]) {
+        const result = await inProcess(args, { DATABASE_URL: 'postgres://petstore:hunter2@127.0.0.1:1/petstore' })
+        assert.equal(result.code, 1, args.join(' '))
+        assert.equal(result.stdout, '')
+        assert.match(result.stderr, /^petstore: cannot reach the database named by DATABASE_URL: .*\n$/)
+        assert.equal(result.stderr.split('\n').length, 2, result.stderr)
+        assert.doesNotMatch(result.stderr, /hunter2/)
+      }
     })
   })
 
