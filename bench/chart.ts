@@ -39,11 +39,11 @@ function text(x: number, y: number, content: string, attributes = ''): string {
   return `<text x="${x.toFixed(1)}" y="${y.toFixed(1)}" ${attributes}>${escapeXml(content)}</text>`
 }
 
-/** A round axis maximum above `value`: 1, 2 or 5 times a power of ten. */
+/** A round axis maximum above `value` whose quarters are round too. */
 function niceMax(value: number): number {
   if (!(value > 0)) return 1
   const power = 10 ** Math.floor(Math.log10(value))
-  return ([1, 2, 5, 10].map((step) => step * power).find((candidate) => candidate >= value) ?? 10 * power)
+  return [1, 1.2, 1.6, 2, 2.4, 3, 4, 5, 6, 8, 10].map((step) => step * power).find((candidate) => candidate >= value) ?? 10 * power
 }
 
 const thousands = (n: number) => Math.round(n).toLocaleString('en-US')

@@ -69,6 +69,8 @@ interface Child {
 }
 
 const children = new Set<Child>()
+/** Load generators running now; they end by themselves, but not before the hard time bound would. */
+const loadGenerators = new Set<ChildProcess>()
 
 function startChild(name: string, args: string[], env: Record<string, string>, logPath: string): Child {
   const log = fs.openSync(logPath, 'a')
@@ -276,6 +278,7 @@ async function runLoad(options: LoadOptions, signal: AbortSignal): Promise<LoadR
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   })
+  loadGenerators.add(child)
   let stdout = ''
   let stderr = ''
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')))
@@ -284,6 +287,7 @@ async function runLoad(options: LoadOptions, signal: AbortSignal): Promise<LoadR
   signal.addEventListener('abort', stop, { once: true })
   const killer = setTimeout(() => child.kill('SIGKILL'), (options.durationS + 30) * 1000)
   const code = await new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)))
+  loadGenerators.delete(child)
   clearTimeout(killer)
   signal.removeEventListener('abort', stop)
   signal.throwIfAborted()
@@ -355,10 +359,18 @@ interface ScenarioReport {
   }
   /** VmHWM after the scenario: the peak since the process started. */
   peakRssMb: { service: number; baseline: number }
+  /** VmRSS after the scenario. */
+  rssAfterMb: { service: number; baseline: number }
   pass: { ratio: boolean; p99: boolean; rss: boolean }
 }
 
-function summarise(scenario: Scenario, warmup: ScenarioReport['warmup'], rounds: Round[], peakRssMb: ScenarioReport['peakRssMb']): ScenarioReport {
+function summarise(
+  scenario: Scenario,
+  warmup: ScenarioReport['warmup'],
+  rounds: Round[],
+  memory: Pick<ScenarioReport, 'peakRssMb' | 'rssAfterMb'>,
+): ScenarioReport {
+  const { peakRssMb } = memory
   const side = (which: 'baseline' | 'service') => ({
     requestsPerSecond: round(median(rounds.map((r) => r[which].requestsPerSecond)), 1),
     p50Ms: median(rounds.map((r) => r[which].latencyMs.p50)),
@@ -373,7 +385,7 @@ function summarise(scenario: Scenario, warmup: ScenarioReport['warmup'], rounds:
     warmup,
     rounds,
     median: { ratio, baseline: side('baseline'), service },
-    peakRssMb,
+    ...memory,
     pass: { ratio: ratio >= scenario.targetRatio, p99: service.p99Ms <= P99_LIMIT_MS, rss: peakRssMb.service <= RSS_LIMIT_MB },
   }
 }
@@ -437,6 +449,16 @@ function machine() {
   }
 }
 
+/** The commit measured, and whether src/ differed from it: results are compared by commit. */
+async function revision(): Promise<{ commit: string; srcChanged: boolean } | undefined> {
+  try {
+    const git = (args: string[]) => promisify(execFile)('git', args, { cwd: ROOT, timeout: 10_000 }).then(({ stdout }) => stdout.trim())
+    return { commit: await git(['rev-parse', 'HEAD']), srcChanged: (await git(['status', '--porcelain', '--', 'src'])) !== '' }
+  } catch {
+    return undefined
+  }
+}
+
 function resultFiles(startedAt: Date, suffix: string): { json: string; svg: string } {
   fs.mkdirSync(RESULTS_DIR, { recursive: true })
   const stem = path.join(RESULTS_DIR, `${startedAt.toISOString().replace(/[:.]/g, '-')}${suffix}`)
@@ -452,7 +474,8 @@ interface Setup {
   ids: string[]
   idsFile: string
   pets: Pet[]
-  seeding: { pets: number; seconds: number; readBackFrom: string }
+  /** VmHWM of the service once seeded: a peak reached here is not the measured traffic's. */
+  seeding: { pets: number; seconds: number; readBackFrom: string; servicePeakRssMb: number }
 }
 
 /** Key, service, 10,000 pets through the API, and the same pets on disk for the baseline. */
@@ -462,6 +485,8 @@ async function setUp(dir: string, signal: AbortSignal): Promise<Setup> {
   const env = { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite://${dbPath}` }
   const key = await createKey(env)
   const port = await freePort()
+  let metricsPort = await freePort()
+  while (metricsPort === port) metricsPort = await freePort()
   const serviceLog = path.join(dir, 'service.log')
   const service = startChild(
     'petstore serve',
@@ -474,6 +499,8 @@ async function setUp(dir: string, signal: AbortSignal): Promise<Setup> {
       LOG_LEVEL: 'info',
       // The limiter still runs on every request, so its cost is measured, but never rejects the one key.
       RATE_LIMIT_PER_KEY: '1000000000',
+      // Metrics stay on, as in production, on a port of their own: the default 9464 may be taken.
+      METRICS_PORT: String(metricsPort),
       SHUTDOWN_DRAIN_MS: '0',
     },
     serviceLog,
@@ -493,8 +520,18 @@ async function setUp(dir: string, signal: AbortSignal): Promise<Setup> {
   const ids = pets.map((pet) => String(pet.id))
   const idsFile = path.join(dir, 'ids.json')
   fs.writeFileSync(idsFile, JSON.stringify(ids))
-  console.log(`bench: seeded ${count(SEED_PETS)} pets through POST /v1/pets in ${seconds(seedMs)} (${count(SEED_PETS / (seedMs / 1000))}/s), read back from ${source}`)
-  return { dir, key, service, serviceUrl, serviceLog, ids, idsFile, pets, seeding: { pets: SEED_PETS, seconds: round(seedMs / 1000, 1), readBackFrom: source } }
+  const servicePeakRssMb = megabytes(procStatusKb(service.pid, 'VmHWM'))
+  console.log(
+    `bench: seeded ${count(SEED_PETS)} pets through POST /v1/pets in ${seconds(seedMs)} (${count(SEED_PETS / (seedMs / 1000))}/s), ` +
+      `read back from ${source}; service peak RSS so far ${servicePeakRssMb.toFixed(1)} MB`,
+  )
+  return { dir, key, service, serviceUrl, serviceLog, ids, idsFile, pets, seeding: {
+      pets: SEED_PETS,
+      seconds: round(seedMs / 1000, 1),
+      readBackFrom: source,
+      servicePeakRssMb,
+    },
+  }
 }
 
 async function benchmark(mode: Mode, setup: Setup, signal: AbortSignal, startedAt: Date, header: object): Promise<boolean> {
@@ -548,8 +585,11 @@ async function benchmark(mode: Mode, setup: Setup, signal: AbortSignal, startedA
       process.stdout.write(`, round ${index + 1} ${ratio.toFixed(2)}`)
     }
     process.stdout.write('\n')
-    const peakRssMb = { service: megabytes(procStatusKb(setup.service.pid, 'VmHWM')), baseline: megabytes(procStatusKb(baseline.pid, 'VmHWM')) }
-    const report = summarise(scenario, warmup, rounds, peakRssMb)
+    const memory = (field: 'VmHWM' | 'VmRSS') => ({
+      service: megabytes(procStatusKb(setup.service.pid, field)),
+      baseline: megabytes(procStatusKb(baseline.pid, field)),
+    })
+    const report = summarise(scenario, warmup, rounds, { peakRssMb: memory('VmHWM'), rssAfterMb: memory('VmRSS') })
     reports.push(report)
     printScenario(report)
   }
@@ -677,6 +717,7 @@ async function main(): Promise<number> {
   const stop = new AbortController()
   const hardCleanup = () => {
     for (const child of children) child.process.kill('SIGKILL')
+    for (const child of loadGenerators) child.kill('SIGKILL')
     fs.rmSync(dir, { recursive: true, force: true })
   }
   process.on('exit', hardCleanup)
@@ -705,6 +746,7 @@ async function main(): Promise<number> {
     const header = {
       startedAt: startedAt.toISOString(),
       mode: mode.name,
+      revision: await revision(),
       machine: machine(),
       settings: { connections: CONNECTIONS, rounds: mode.rounds, roundS: mode.roundS, warmupS: mode.warmupS, soakS: mode.soakS, database: 'sqlite', logLevel: 'info' },
       seeding: setup.seeding,
