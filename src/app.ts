@@ -164,6 +164,7 @@ export async function buildApp({
       },
     },
     publicBaseUrl: config.publicBaseUrl,
+    petsVersion: storage.pets.version?.bind(storage.pets),
   })
   registerOpenApiRoute(app)
   registerDocsRoutes(app)

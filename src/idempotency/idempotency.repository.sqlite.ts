@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3'
 import type { NewPet, Pet } from '../pets/pets.repository.js'
-import { prepareSqlitePetInsert } from '../pets/pets.repository.sqlite.js'
+import { type SqlitePetChanges, prepareSqlitePetInsert } from '../pets/pets.repository.sqlite.js'
 import {
   type ClaimOptions,
   type HeldRecord,
@@ -14,7 +14,7 @@ import {
 const THE_RECORD = 'api_key_id = ? AND idempotency_key = ?'
 const HELD_BY_ATTEMPT = `${THE_RECORD} AND attempt_id = ? AND response_status IS NULL`
 
-export function createSqliteIdempotencyRepository(db: Database): IdempotencyRepository {
+export function createSqliteIdempotencyRepository(db: Database, petChanges: SqlitePetChanges): IdempotencyRepository {
   // A conflicting record is replaced only when it is abandoned or expired; RETURNING says whether.
   const upsert = db.prepare<[string, string, string, string, number, number, number]>(
     `INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, attempt_id, created_at)
@@ -69,7 +69,9 @@ export function createSqliteIdempotencyRepository(db: Database): IdempotencyRepo
       return Promise.resolve(claim.immediate(attempt, options))
     },
     createPet(attempt, pet, createdAt, respond) {
-      return Promise.resolve(createPet.immediate(attempt, pet, createdAt, respond))
+      const response = createPet.immediate(attempt, pet, createdAt, respond)
+      if (response !== undefined) petChanges.committed()
+      return Promise.resolve(response)
     },
     release({ scope, key, attemptId }) {
       release.run(scope, key, attemptId)

@@ -24,4 +24,9 @@ export interface PetsRepository {
   /** Up to `limit` pets in ascending id order, with no gap: a pet still being created with a lower id is waited for. */
   list(query: ListPetsQuery): Promise<Pet[]>
   findById(id: bigint): Promise<Pet | undefined>
+  /**
+   * A number that changes whenever any pet may have changed, through this process or any other.
+   * Only engines that can tell exactly and cheaply have it: answers are cached until it changes.
+   */
+  version?(): number
 }

@@ -1,6 +1,7 @@
-import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { conditionalGet } from '../http/conditional.js'
+import { type Representation, createRepresentationCache, representation } from '../http/representation-cache.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
 import { LIMIT_DEFAULT, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
 import type { Pet } from './pets.repository.js'
@@ -13,25 +14,43 @@ export interface PetsRoutesDeps {
   /** createPet with an `Idempotency-Key` header goes through it. */
   idempotency: IdempotencyService
   authenticate: onRequestAsyncHookHandler
+  /** Changes whenever any pet may have; read answers are cached until it does. See PetsRepository.version. */
+  petsVersion?: () => number
   /** Hooks of the deprecated getPet: headers on every response, 410 after the sunset. */
   getPetDeprecation: { headers: onRequestAsyncHookHandler; gate: onRequestAsyncHookHandler }
   publicBaseUrl: string
 }
 
+/** The route's compiled 200 serializer: the bytes a cached answer holds are those Fastify would send. */
+function serializer200(reply: FastifyReply): (payload: unknown) => string {
+  const serialize = reply.getSerializationFunction('200')
+  if (serialize === undefined) throw new Error(`${reply.request.routeOptions.url ?? ''}: no 200 serializer`)
+  return serialize as (payload: unknown) => string
+}
+
 export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDeps): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
-  const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl } = deps
+  const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl, petsVersion } = deps
   const petUrl = (pet: Pet) => `${publicBaseUrl}${PETS_PATH}/${pet.id}`
+  // Reads are answered from serialised bytes, cached exactly (see createRepresentationCache).
+  const answers = createRepresentationCache(petsVersion)
+  const send = (reply: FastifyReply, answer: Representation) => {
+    reply.header('etag', answer.etag).type('application/json; charset=utf-8')
+    if (answer.link !== undefined) reply.header('link', answer.link)
+    return reply.send(answer.body)
+  }
 
   app.get(PETS_PATH, { schema: listPetsSchema, onRequest: authenticate, onSend: conditionalGet }, async (request, reply) => {
     const { status, cursor } = request.query
     const limit = request.query.limit === undefined ? LIMIT_DEFAULT : Number(request.query.limit)
-    const page = await pets.list({ limit, status, cursor })
-    if (page.next !== undefined) {
+    const answer = await answers.get(`list ${limit} ${status ?? ''} ${cursor ?? ''}`, async () => {
+      const page = await pets.list({ limit, status, cursor })
+      const serialize = serializer200(reply)
+      if (page.next === undefined) return representation(serialize(page.pets))
       const query = new URLSearchParams({ limit: String(limit), ...(status === undefined ? {} : { status }), cursor: page.next })
-      reply.header('link', `<${publicBaseUrl}${PETS_PATH}?${query.toString()}>; rel="next"`)
-    }
-    return page.pets
+      return representation(serialize(page.pets), `<${publicBaseUrl}${PETS_PATH}?${query.toString()}>; rel="next"`)
+    })
+    return send(reply, answer)
   })
 
   app.post(PETS_PATH, { schema: createPetSchema, onRequest: authenticate }, async (request, reply) => {
@@ -65,6 +84,13 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
       onRequest: [getPetDeprecation.headers, authenticate, getPetDeprecation.gate],
       onSend: conditionalGet,
     },
-    async (request) => pets.get(BigInt(request.params.petId)),
+    async (request, reply) => {
+      const { petId } = request.params
+      const answer = await answers.get(`pet ${petId}`, async () => {
+        const serialize = serializer200(reply)
+        return representation(serialize(await pets.get(BigInt(petId))))
+      })
+      return send(reply, answer)
+    },
   )
 }

@@ -5,7 +5,7 @@ import { Kysely, SqliteDialect } from 'kysely'
 import { createSqliteApiKeysRepository } from '../../api-keys/api-keys.repository.sqlite.js'
 import { createSqliteDeprecationsRepository } from '../../deprecations/deprecations.repository.sqlite.js'
 import { createSqliteIdempotencyRepository } from '../../idempotency/idempotency.repository.sqlite.js'
-import { createSqlitePetsRepository } from '../../pets/pets.repository.sqlite.js'
+import { createSqlitePetsRepository, trackSqlitePetChanges } from '../../pets/pets.repository.sqlite.js'
 import { runMigrations } from '../migrations/run-migrations.js'
 import { sqliteMigrations } from '../migrations/sqlite/index.js'
 import type { Storage } from '../storage.js'
@@ -28,12 +28,13 @@ export function openSqliteStorage(file: string): Storage {
   db.pragma('busy_timeout = 5000')
   db.pragma('foreign_keys = ON')
 
+  const petChanges = trackSqlitePetChanges(db)
   let repositories: Pick<Storage, 'pets' | 'apiKeys' | 'idempotency' | 'deprecations'> | undefined
   const prepared = (): Pick<Storage, 'pets' | 'apiKeys' | 'idempotency' | 'deprecations'> => {
     repositories ??= {
-      pets: createSqlitePetsRepository(db),
+      pets: createSqlitePetsRepository(db, petChanges),
       apiKeys: createSqliteApiKeysRepository(db),
-      idempotency: createSqliteIdempotencyRepository(db),
+      idempotency: createSqliteIdempotencyRepository(db, petChanges),
       deprecations: createSqliteDeprecationsRepository(db),
     }
     return repositories

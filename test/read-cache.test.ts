@@ -1,0 +1,111 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import Sqlite from 'better-sqlite3'
+import type { Storage } from '../src/storage/storage.js'
+import { ENGINES, type TestApp, buildTestApp, postPet } from './helper.js'
+
+/** Storage whose pet reads are counted, to see which answers came from the cache. */
+function countingReads(storage: Storage, reads: { count: number }): Storage {
+  const pets = storage.pets
+  const counted = Object.create(pets) as typeof pets
+  counted.list = (query) => {
+    reads.count++
+    return pets.list(query)
+  }
+  counted.findById = (id) => {
+    reads.count++
+    return pets.findById(id)
+  }
+  return new Proxy(storage, { get: (target, name) => (name === 'pets' ? counted : Reflect.get(target, name)) })
+}
+
+describe('read answers cached exactly on sqlite', () => {
+  const reads = { count: 0 }
+  let t: TestApp
+  let key: string
+  let file: string
+  before(async () => {
+    t = await buildTestApp('sqlite', { storage: (storage) => countingReads(storage, reads) })
+    key = await t.createKey()
+    file = t.config.database.engine === 'sqlite' ? t.config.database.path : ''
+  })
+  after(() => t.close())
+
+  const list = async (url = '/v1/pets?limit=100') => {
+    const response = await t.request(key, { method: 'GET', url })
+    assert.equal(response.statusCode, 200)
+    return response
+  }
+
+  it('answers a repeated read from the cache, with the same bytes and ETag', async () => {
+    await postPet(t, key, '{"name":"Rex","categoryId":1,"status":"available"}')
+    const first = await list()
+    const count = reads.count
+    const second = await list()
+    assert.equal(reads.count, count, 'the second read went to the database')
+    assert.equal(second.body, first.body)
+    assert.equal(second.headers.etag, first.headers.etag)
+  })
+
+  it("sees this process's own create on the next read", async () => {
+    const before = JSON.parse((await list()).body) as unknown[]
+    await postPet(t, key, '{"name":"Tom","categoryId":2}')
+    assert.equal((JSON.parse((await list()).body) as unknown[]).length, before.length + 1)
+  })
+
+  it('sees a pet another connection (any process) commits, on the very next read', async () => {
+    const pet = JSON.parse((await postPet(t, key, '{"name":"Kit","categoryId":3,"status":"sold"}')).body) as { id: number }
+    const cached = await list(`/v1/pets/${pet.id}`)
+    const other = new Sqlite(file)
+    try {
+      other.prepare("UPDATE pets SET name = 'Renamed elsewhere' WHERE id = ?").run(pet.id)
+      other.prepare("INSERT INTO pets (name, category_id, status, created_at) VALUES ('Outsider', 9, 'sold', 0)").run()
+    } finally {
+      other.close()
+    }
+    const fresh = await list(`/v1/pets/${pet.id}`)
+    assert.match(fresh.body, /Renamed elsewhere/)
+    assert.notEqual(fresh.headers.etag, cached.headers.etag)
+    assert.match((await list('/v1/pets?status=sold')).body, /Outsider/)
+  })
+
+  it('does not cache errors', async () => {
+    const count = reads.count
+    for (let i = 0; i < 2; i++) {
+      const response = await t.request(key, { method: 'GET', url: '/v1/pets/424242' })
+      assert.equal(response.statusCode, 404)
+    }
+    assert.equal(reads.count, count + 2)
+  })
+})
+
+for (const engine of ENGINES) {
+  describe(`concurrent creates on ${engine}`, () => {
+    let t: TestApp
+    let key: string
+    before(async () => {
+      t = await buildTestApp(engine)
+      key = await t.createKey()
+    })
+    after(() => t.close())
+
+    it('gives 200 simultaneous creates 200 distinct ids, each one listed afterwards', async () => {
+      const responses = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => postPet(t, key, JSON.stringify({ name: `Pet ${i}`, categoryId: i + 1 }))),
+      )
+      assert.deepEqual(new Set(responses.map((r) => r.statusCode)), new Set([201]))
+      const ids = responses.map((r) => (JSON.parse(r.body) as { id: number }).id)
+      assert.equal(new Set(ids).size, 200)
+      const listed: number[] = []
+      for (const cursorUrl of ['/v1/pets?limit=100']) {
+        let next: string | undefined = cursorUrl
+        while (next !== undefined) {
+          const page = await t.request(key, { method: 'GET', url: next })
+          listed.push(...(JSON.parse(page.body) as { id: number }[]).map((pet) => pet.id))
+          next = /<([^>]*)>; rel="next"/.exec(String(page.headers.link ?? ''))?.[1]?.slice(t.config.publicBaseUrl.length)
+        }
+      }
+      assert.deepEqual(listed, [...ids].sort((a, b) => a - b))
+    })
+  })
+}
