@@ -16,7 +16,7 @@ function countingReads(storage: Storage, reads: { count: number }): Storage {
     reads.count++
     return pets.findById(id)
   }
-  return new Proxy(storage, { get: (target, name) => (name === 'pets' ? counted : Reflect.get(target, name)) })
+  return new Proxy(storage, { get: (target, name): unknown => (name === 'pets' ? counted : Reflect.get(target, name)) })
 }
 
 describe('read answers cached exactly on sqlite', () => {
