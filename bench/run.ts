@@ -51,7 +51,7 @@ const USAGE = `Usage: npm run bench [-- --quick] [-- --soak] [-- --no-build]
 Compares \`petstore serve\` (SQLite, ${SEED_PETS.toLocaleString('en-US')} pets, logging at info) with a bare node:http
 baseline serving the same bytes, ${CONNECTIONS} connections, rounds interleaved; prints a table per scenario and
 writes bench/results/<timestamp>.json and .svg.
-  --quick     ${MODES.quick.rounds} rounds of ${MODES.quick.roundS} s per server and scenario (about 1 minute) instead of ${MODES.full.rounds} of ${MODES.full.roundS} s (about 6)
+  --quick     ${MODES.quick.rounds} rounds of ${MODES.quick.roundS} s per server and scenario (2-3 minutes in all) instead of ${MODES.full.rounds} of ${MODES.full.roundS} s (5-7)
   --soak      The service alone under mixed traffic for ${MODES.soak.soakS / 60} minutes, RSS sampled every ${RSS_SAMPLE_MS / 1000} s
               (with --quick: ${MODES.quickSoak.soakS} s)
   --no-build  Use dist/ as it is instead of compiling src/ first
