@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
+import { KEY_RECHECK_MS, createApiKeysService } from '../src/api-keys/api-keys.service.js'
 import { ENGINES, buildTestApp, errorBody, useTestApp } from './helper.js'
 
 const CHALLENGE = 'Bearer realm="petstore"'
@@ -75,6 +75,7 @@ for (const engine of ENGINES) {
       const revoked = await service.create({ name: 'to revoke' })
       assert.equal((await list(`Bearer ${revoked.secret}`)).statusCode, 200)
       await service.revoke(revoked.key.id)
+      // (The 60 s the clock moves below is far past KEY_RECHECK_MS: the revocation is seen.)
 
       const expiring = await fx.t.createKey({ name: 'expiring', expiresInMs: 60_000 })
       assert.equal((await list(`Bearer ${expiring}`)).statusCode, 200)
@@ -98,12 +99,37 @@ for (const engine of ENGINES) {
       assert.equal(answers[0]?.challenge, INVALID_CHALLENGE)
     })
 
-    it('refuses a revoked key on the very next request', async () => {
+    it('refuses a revoked key once its cached check is KEY_RECHECK_MS old, well within 2 seconds', async () => {
       const service = createApiKeysService({ apiKeys: fx.t.storage.apiKeys, clock: fx.t.clock, environment: 'production' })
       const { key: record, secret } = await service.create({ name: 'revoked live' })
       assert.equal((await list(`Bearer ${secret}`)).statusCode, 200)
       await service.revoke(record.id)
+      fx.t.clock.advance(KEY_RECHECK_MS - 1)
+      // Still remembered from the last check: this is the window the 2-second rule allows.
+      assert.equal((await list(`Bearer ${secret}`)).statusCode, 200)
+      fx.t.clock.advance(1)
       assert.equal((await list(`Bearer ${secret}`)).statusCode, 401)
+      fx.t.clock.advance(-KEY_RECHECK_MS)
+    })
+
+    it('remembers keys that authenticated, so a request costs no key lookup, and re-reads them each KEY_RECHECK_MS', async () => {
+      let lookups = 0
+      const counted = Object.create(fx.t.storage.apiKeys) as typeof fx.t.storage.apiKeys
+      counted.findBySecretHash = (hash) => {
+        lookups++
+        return fx.t.storage.apiKeys.findBySecretHash(hash)
+      }
+      const service = createApiKeysService({ apiKeys: counted, clock: fx.t.clock, environment: 'production' })
+      const { secret } = await service.create({ name: 'remembered' })
+      for (let i = 0; i < 5; i++) assert.ok(await service.authenticate(secret))
+      assert.equal(lookups, 1)
+      fx.t.clock.advance(KEY_RECHECK_MS)
+      assert.ok(await service.authenticate(secret))
+      assert.equal(lookups, 2)
+      // Unknown secrets are looked up every time and never remembered.
+      for (let i = 0; i < 3; i++) assert.equal(await service.authenticate(`ps_live_${'B'.repeat(32)}`), undefined)
+      assert.equal(lookups, 5)
+      fx.t.clock.advance(-KEY_RECHECK_MS)
     })
 
     it('expires a key at its expiry instant, not before', async () => {

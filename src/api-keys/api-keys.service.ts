@@ -8,6 +8,14 @@ export const KEY_PREFIX: Record<Environment, string> = { production: 'ps_live_',
 /** `last used` is written at most this often per key, so that requests do not each cost a write. */
 export const LAST_USED_RESOLUTION_MS = 60_000
 
+/**
+ * How long a key that authenticated is trusted from memory before it is read again. A revocation
+ * (or a rotation's shortened grace) made by any process reaches every server within this time,
+ * inside the 2 seconds the service promises.
+ */
+export const KEY_RECHECK_MS = 1_000
+const KEY_CACHE_SIZE = 10_000
+
 const SECRET_LENGTH = 32 // base62 characters: 32 × log2(62) ≈ 190 random bits
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 
@@ -64,6 +72,22 @@ export function createApiKeysService(deps: {
 }): ApiKeysService {
   const { apiKeys, clock, environment } = deps
   const prefix = KEY_PREFIX[environment]
+
+  // Keys that authenticated, by secret hash (never by secret): a request then costs no lookup.
+  // Unknown secrets are not remembered, so guessing cannot fill the memory.
+  const known = new Map<string, { key: ApiKey; readAt: number }>()
+  const recall = async (secretHash: string, now: number) => {
+    const remembered = known.get(secretHash)
+    if (remembered !== undefined && now - remembered.readAt < KEY_RECHECK_MS && now >= remembered.readAt) return remembered
+    known.delete(secretHash)
+    // Lookup by hash: comparing hashes leaks nothing useful about the secret through timing.
+    const key = await apiKeys.findBySecretHash(secretHash)
+    if (key === undefined) return undefined
+    if (known.size >= KEY_CACHE_SIZE) known.delete(known.keys().next().value as string)
+    const fresh = { key, readAt: now }
+    known.set(secretHash, fresh)
+    return fresh
+  }
 
   const newKey = (name: string, keyEnvironment: Environment, now: number, expiresAt: number | null): CreatedApiKey => {
     const keyPrefix = KEY_PREFIX[keyEnvironment]
@@ -122,15 +146,17 @@ export function createApiKeysService(deps: {
     async authenticate(secret) {
       // A key of the other environment is refused like any unknown key, without a lookup.
       if (!secret.startsWith(prefix)) return undefined
-      // Lookup by hash: comparing hashes leaks nothing useful about the secret through timing.
-      const key = await apiKeys.findBySecretHash(hashSecret(secret))
       const now = clock.now()
-      if (key === undefined || key.environment !== environment || key.revokedAt !== null) return undefined
+      const remembered = await recall(hashSecret(secret), now)
+      if (remembered === undefined) return undefined
+      const { key } = remembered
+      if (key.environment !== environment || key.revokedAt !== null) return undefined
       if (key.expiresAt !== null && key.expiresAt <= now) return undefined
       if (key.lastUsedAt === null || key.lastUsedAt <= now - LAST_USED_RESOLUTION_MS) {
         await apiKeys.touch(key.id, now, now - LAST_USED_RESOLUTION_MS)
+        remembered.key = { ...key, lastUsedAt: now }
       }
-      return key
+      return remembered.key
     },
   }
 }
