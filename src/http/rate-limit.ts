@@ -1,6 +1,6 @@
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { Config } from '../config.js'
 import { ApiError } from '../errors.js'
 
@@ -113,6 +113,8 @@ export async function registerRateLimits(
 
 /** Connects, waiting up to a second for Redis: the service starts (failing open) without it. */
 async function connectRedis(url: string, logger: FastifyBaseLogger): Promise<Redis> {
+  // Loaded only when configured: a service without Redis does not carry the client in memory.
+  const { Redis } = await import('ioredis')
   const redis = new Redis(url, {
     // Fail fast while Redis is away instead of queueing: a request never waits on the limiter.
     enableOfflineQueue: false,

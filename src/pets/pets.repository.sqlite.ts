@@ -30,15 +30,26 @@ export function trackSqlitePetChanges(db: Database): SqlitePetChanges {
   const dataVersion = db.prepare('PRAGMA data_version').pluck()
   let seen: unknown
   let generation = 0
+  // The pragma costs a read transaction, so it is asked once per turn of the event loop: first
+  // when a request of this turn needs it, which is after every request of the turn has arrived
+  // (and so after any commit a client saw before sending one).
+  let askedThisTurn = false
+  const nextTurn = () => {
+    askedThisTurn = false
+  }
   return {
     committed() {
       generation++
     },
     version() {
-      const current = dataVersion.get()
-      if (current !== seen) {
-        seen = current
-        generation++
+      if (!askedThisTurn) {
+        askedThisTurn = true
+        setImmediate(nextTurn)
+        const current = dataVersion.get()
+        if (current !== seen) {
+          seen = current
+          generation++
+        }
       }
       return generation
     },

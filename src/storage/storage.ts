@@ -3,8 +3,6 @@ import type { DatabaseConfig } from '../config.js'
 import type { DeprecationsRepository } from '../deprecations/deprecations.repository.js'
 import type { IdempotencyRepository } from '../idempotency/idempotency.repository.js'
 import type { PetsRepository } from '../pets/pets.repository.js'
-import { openPostgresStorage } from './postgres/postgres-storage.js'
-import { openSqliteStorage } from './sqlite/sqlite-storage.js'
 
 /** A connection pool at one instant. */
 export interface PoolStats {
@@ -36,12 +34,14 @@ export interface Storage {
 }
 
 /** Opens the configured engine. Nothing is created or migrated until `migrate()`. */
-export function openStorage(database: DatabaseConfig): Promise<Storage> {
-  return Promise.resolve(
-    database.engine === 'sqlite'
-      ? openSqliteStorage(database.path)
-      : openPostgresStorage(database.url, database.poolSize),
-  )
+export async function openStorage(database: DatabaseConfig): Promise<Storage> {
+  // Each engine's driver is loaded only when it is the configured one: memory is part of the budget.
+  if (database.engine === 'sqlite') {
+    const { openSqliteStorage } = await import('./sqlite/sqlite-storage.js')
+    return openSqliteStorage(database.path)
+  }
+  const { openPostgresStorage } = await import('./postgres/postgres-storage.js')
+  return openPostgresStorage(database.url, database.poolSize)
 }
 
 /**
