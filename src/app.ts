@@ -48,6 +48,16 @@ export interface AppDeps {
   deprecationRecorder?: DeprecationRecorder
 }
 
+/** The one line logged per request. */
+interface RequestLogLine {
+  method: string
+  route: string | null
+  path?: string
+  status: number
+  durationMs: number
+  keyId?: string
+}
+
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 /** Builds the whole HTTP service; every part is registered here, explicitly. */
@@ -101,8 +111,11 @@ export async function buildApp({
   app.setValidatorCompiler(createValidatorCompiler(sharedSchemas))
   app.decorateRequest('apiKey', null)
 
-  app.addHook('onRequest', async (request, reply) => {
+  // The hooks every request runs take a callback rather than return a promise: at thousands of
+  // requests a second, a promise and a microtask per hook are a measurable share of the work.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
   })
   // While shutting down, a keep-alive connection is closed after its response instead of being
   // kept open (and holding the process) until the client hangs up.
@@ -111,23 +124,23 @@ export async function buildApp({
   app.addHook('preClose', async () => {
     closing = true
   })
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (draining()) reply.header('connection', 'close')
+    done(null, payload)
   })
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url
-    request.log.info(
-      {
-        method: request.method,
-        route: route ?? null,
-        ...(route === undefined ? { path: request.url.split('?')[0] } : {}),
-        status: reply.statusCode,
-        durationMs: Math.round(reply.elapsedTime * 100) / 100,
-        // Who called: the key's public id, never the key.
-        ...(request.apiKey === null ? {} : { keyId: request.apiKey.id }),
-      },
-      'request',
-    )
+    const line: RequestLogLine = {
+      method: request.method,
+      route: route ?? null,
+      status: reply.statusCode,
+      durationMs: Math.round(reply.elapsedTime * 100) / 100,
+    }
+    if (route === undefined) line.path = request.url.split('?')[0]
+    // Who called: the key's public id, never the key.
+    if (request.apiKey !== null) line.keyId = request.apiKey.id
+    request.log.info(line, 'request')
+    done()
   })
 
   registerRequestMetrics(app, metrics)
@@ -158,9 +171,9 @@ export async function buildApp({
       headers: getPetDeprecation.headers,
       // Counted after authentication (a key to attribute the call to) and before the sunset gate,
       // so that calls answered 410 still show who has not moved; whatever the answer, it was a call.
-      async gate(request, reply) {
+      gate(request, reply, done) {
         if (request.apiKey !== null) deprecatedCalls.record(getPetSchema.operationId, request.apiKey.id)
-        await getPetDeprecation.gate.call(this, request, reply)
+        getPetDeprecation.gate.call(this, request, reply, done)
       },
     },
     publicBaseUrl: config.publicBaseUrl,

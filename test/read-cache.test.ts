@@ -63,6 +63,8 @@ describe('read answers cached exactly on sqlite', () => {
     } finally {
       other.close()
     }
+    // A request sent after that commit reaches the server in a later turn of its event loop.
+    await new Promise((resolve) => setImmediate(resolve))
     const fresh = await list(`/v1/pets/${pet.id}`)
     assert.match(fresh.body, /Renamed elsewhere/)
     assert.notEqual(fresh.headers.etag, cached.headers.etag)

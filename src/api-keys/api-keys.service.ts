@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { hash, randomBytes } from 'node:crypto'
 import type { Clock } from '../clock.js'
 import type { Environment } from '../config.js'
 import type { ApiKey, ApiKeysRepository } from './api-keys.repository.js'
@@ -31,7 +31,7 @@ function randomBase62(length: number): string {
 }
 
 export function hashSecret(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex')
+  return hash('sha256', secret, 'hex')
 }
 
 export interface CreatedApiKey {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 /**
@@ -8,10 +8,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 export const READ_CACHE_CONTROL = 'private, no-cache'
 
 /** A strong validator for a representation made of `parts` (the body and any header that varies with it). */
-export function strongEtag(...parts: string[]): string {
-  const hash = createHash('sha256')
-  for (const part of parts) hash.update(part).update('\0')
-  return `"${hash.digest('base64url').slice(0, 27)}"`
+export function strongEtag(body: string, link: string): string {
+  return `"${hash('sha256', `${body}\0${link}`, 'base64url').slice(0, 27)}"`
 }
 
 /** `If-None-Match` uses the weak comparison of RFC 9110 §8.8.3.2: `W/` prefixes do not matter. */
@@ -31,16 +29,17 @@ export function matchesIfNoneMatch(header: string | undefined, etag: string): bo
  * covers the `Link` header as well as the body: the last page of a listing gains a `next` link when
  * pets are added after it, with the same bytes.
  */
-export async function conditionalGet(
+export function conditionalGet(
   request: FastifyRequest,
   reply: FastifyReply,
   payload: unknown,
-): Promise<unknown> {
-  if (reply.statusCode !== 200 || typeof payload !== 'string') return payload
+  done: (error: Error | null, payload: unknown) => void,
+): void {
+  if (reply.statusCode !== 200 || typeof payload !== 'string') return done(null, payload)
   const given = reply.getHeader('etag')
   const etag = typeof given === 'string' ? given : strongEtag(payload, String(reply.getHeader('link') ?? ''))
   reply.header('etag', etag).header('cache-control', READ_CACHE_CONTROL).header('vary', 'Authorization')
-  if (!matchesIfNoneMatch(request.headers['if-none-match'], etag)) return payload
+  if (!matchesIfNoneMatch(request.headers['if-none-match'], etag)) return done(null, payload)
   reply.code(304).removeHeader('content-type')
-  return null
+  done(null, null)
 }

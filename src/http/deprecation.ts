@@ -1,4 +1,4 @@
-import type { onRequestAsyncHookHandler } from 'fastify'
+import type { onRequestHookHandler } from 'fastify'
 import type { Clock } from '../clock.js'
 import { ApiError } from '../errors.js'
 
@@ -17,7 +17,7 @@ export interface Deprecation {
 export function deprecationHooks(
   deprecation: Deprecation,
   clock: Clock,
-): { headers: onRequestAsyncHookHandler; gate: onRequestAsyncHookHandler } {
+): { headers: onRequestHookHandler; gate: onRequestHookHandler } {
   const headers = {
     deprecation: `@${Math.floor(deprecation.deprecatedAt.getTime() / 1000)}`,
     sunset: deprecation.sunset.toUTCString(),
@@ -25,13 +25,13 @@ export function deprecationHooks(
   }
   const sunsetMs = deprecation.sunset.getTime()
   return {
-    headers: async (_request, reply) => {
+    headers: (_request, reply, done) => {
       reply.headers(headers)
+      done()
     },
-    gate: async () => {
-      if (clock.now() >= sunsetMs) {
-        throw new ApiError('gone', `This operation was removed on ${headers.sunset}. Use GET ${deprecation.successor} instead.`)
-      }
+    gate: (_request, _reply, done) => {
+      if (clock.now() < sunsetMs) return done()
+      done(new ApiError('gone', `This operation was removed on ${headers.sunset}. Use GET ${deprecation.successor} instead.`))
     },
   }
 }

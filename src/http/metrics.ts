@@ -155,7 +155,7 @@ export function registerRequestMetrics(app: FastifyInstance, metrics: Metrics): 
   const { requests, duration, deprecatedCalls } = metrics.http
   const byMethod = new Map<string, Map<string, RouteSeries>>()
 
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const { method } = request
     const options = request.routeOptions
     const route = options.url ?? UNMATCHED_ROUTE
@@ -189,6 +189,7 @@ export function registerRequestMetrics(app: FastifyInstance, metrics: Metrics): 
       if (calls === undefined) series.byKey.set(keyId, (calls = deprecatedCalls.labels(series.deprecatedOperation, keyId)))
       calls.inc()
     }
+    done()
   })
 }
 

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler, onRequestHookHandler } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { conditionalGet } from '../http/conditional.js'
 import { type Representation, createRepresentationCache, representation } from '../http/representation-cache.js'
@@ -17,7 +17,7 @@ export interface PetsRoutesDeps {
   /** Changes whenever any pet may have; read answers are cached until it does. See PetsRepository.version. */
   petsVersion?: () => number
   /** Hooks of the deprecated getPet: headers on every response, 410 after the sunset. */
-  getPetDeprecation: { headers: onRequestAsyncHookHandler; gate: onRequestAsyncHookHandler }
+  getPetDeprecation: { headers: onRequestHookHandler; gate: onRequestHookHandler }
   publicBaseUrl: string
 }
 
