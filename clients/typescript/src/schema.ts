@@ -143,10 +143,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /**
-                 * @description ETags of representations the client holds; when one matches, the answer is 304 without a body.
-                 * @example "5fT0aT1xk2sBRnqS0dHk1RjXzZQ"
-                 */
+                /** @description ETags of representations the client holds, e.g. `"5fT0aT1xk2sBRnqS0dHk1RjXzZQ"`; when one matches, the answer is 304 without a body. */
                 "if-none-match"?: string;
             };
             path?: never;
@@ -376,10 +373,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /**
-                 * @description ETags of representations the client holds; when one matches, the answer is 304 without a body.
-                 * @example "5fT0aT1xk2sBRnqS0dHk1RjXzZQ"
-                 */
+                /** @description ETags of representations the client holds, e.g. `"5fT0aT1xk2sBRnqS0dHk1RjXzZQ"`; when one matches, the answer is 304 without a body. */
                 "if-none-match"?: string;
             };
             path: {
