@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
+import { createRepresentationCache, representation } from '../src/http/representation-cache.js'
 import type { Storage } from '../src/storage/storage.js'
 import { ENGINES, type TestApp, buildTestApp, postPet } from './helper.js'
 
@@ -18,6 +19,42 @@ function countingReads(storage: Storage, reads: { count: number }): Storage {
   }
   return new Proxy(storage, { get: (target, name): unknown => (name === 'pets' ? counted : Reflect.get(target, name)) })
 }
+
+describe('representation cache', () => {
+  it('keeps at most its byte budget, dropping the oldest answers first, and forgets all on a new version', async () => {
+    let version = 1
+    let builds = 0
+    const cache = createRepresentationCache(() => version, 10)
+    const get = (key: string) =>
+      cache.get(key, async () => {
+        builds++
+        return representation(key.repeat(4))
+      })
+    await get('a')
+    await get('b')
+    await get('a')
+    assert.equal(builds, 2)
+    await get('c') // 12 bytes > 10: 'a' goes
+    await get('b')
+    assert.equal(builds, 3)
+    await get('a')
+    assert.equal(builds, 4)
+    version++
+    await get('a')
+    assert.equal(builds, 5)
+    // An answer larger than the whole budget is served, never kept.
+    await get('z'.repeat(5))
+    await get('z'.repeat(5))
+    assert.equal(builds, 7)
+  })
+
+  it('caches nothing without a version', async () => {
+    let builds = 0
+    const cache = createRepresentationCache(undefined)
+    for (let i = 0; i < 3; i++) await cache.get('k', async () => representation(String(++builds)))
+    assert.equal(builds, 3)
+  })
+})
 
 describe('read answers cached exactly on sqlite', () => {
   const reads = { count: 0 }

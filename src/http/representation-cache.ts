@@ -21,15 +21,21 @@ export interface RepresentationCache {
  * forgets them all. Exact, never time-based: a client never sees an answer older than the
  * database. Without a `version` (an engine that cannot tell cheaply), nothing is cached.
  */
-export function createRepresentationCache(version: (() => number) | undefined, maxEntries = 4096): RepresentationCache {
+export function createRepresentationCache(
+  version: (() => number) | undefined,
+  maxBytes = 8 * 1024 * 1024,
+): RepresentationCache {
   if (version === undefined) return { get: (_key, build) => build() }
+  // Bounded by the size of the bodies kept (a full page is about 100 times a pet), not by their number.
   const entries = new Map<string, Representation>()
+  let bytes = 0
   let cachedAt = Number.NaN
   return {
     async get(key, build) {
       const before = version()
       if (before !== cachedAt) {
         entries.clear()
+        bytes = 0
         cachedAt = before
       }
       const hit = entries.get(key)
@@ -37,8 +43,16 @@ export function createRepresentationCache(version: (() => number) | undefined, m
       const built = await build()
       // Kept only if nothing changed while it was read: then it is exactly the data of `before`.
       if (version() === before && cachedAt === before) {
-        if (entries.size >= maxEntries) entries.delete(entries.keys().next().value as string)
-        entries.set(key, built)
+        // Oldest first, until the new body fits.
+        for (const [oldKey, old] of entries) {
+          if (bytes + built.body.length <= maxBytes) break
+          entries.delete(oldKey)
+          bytes -= old.body.length
+        }
+        if (bytes + built.body.length <= maxBytes) {
+          entries.set(key, built)
+          bytes += built.body.length
+        }
       }
       return built
     },
