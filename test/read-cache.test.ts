@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
+import pg from 'pg'
 import { createRepresentationCache, representation } from '../src/http/representation-cache.js'
+import { POSTGRES_LIST_BY_STATUS } from '../src/pets/pets.repository.postgres.js'
+import { SQLITE_LIST_BY_STATUS } from '../src/pets/pets.repository.sqlite.js'
 import type { Storage } from '../src/storage/storage.js'
 import { ENGINES, type TestApp, buildTestApp, postPet } from './helper.js'
 
@@ -148,3 +151,40 @@ for (const engine of ENGINES) {
     })
   })
 }
+
+describe('the status filter walks the (status, id) index in id order', () => {
+  it('on sqlite: EXPLAIN QUERY PLAN searches pets_status_id and sorts nothing', async () => {
+    const t = await buildTestApp('sqlite')
+    try {
+      const db = new Sqlite(t.config.database.engine === 'sqlite' ? t.config.database.path : '', { readonly: true })
+      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${SQLITE_LIST_BY_STATUS}`).all('sold', 0, 21) as { detail: string }[])
+        .map((row) => row.detail)
+        .join('\n')
+      db.close()
+      assert.match(plan, /SEARCH pets USING INDEX pets_status_id \(status=\? AND id>\?\)/)
+      assert.doesNotMatch(plan, /TEMP B-TREE/)
+    } finally {
+      await t.close()
+    }
+  })
+
+  if (ENGINES.includes('postgres')) {
+    it('on postgres: EXPLAIN uses pets_status_id and has no Sort node', async () => {
+      const t = await buildTestApp('postgres')
+      const client = new pg.Client({ connectionString: t.config.database.engine === 'postgres' ? t.config.database.url : '' })
+      await client.connect()
+      try {
+        // On a table this small a sequential scan is cheaper; what matters is that the index can serve the order.
+        await client.query('SET enable_seqscan = off')
+        const sql = POSTGRES_LIST_BY_STATUS.replace('$1', "'sold'").replace('$2', '0').replace('$3', '100').replace('$4', '21')
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`)
+        const plan = rows.map((row) => row['QUERY PLAN']).join('\n')
+        assert.match(plan, /Index Scan using pets_status_id on pets/)
+        assert.doesNotMatch(plan, /Sort/)
+      } finally {
+        await client.end()
+        await t.close()
+      }
+    })
+  }
+})

@@ -17,6 +17,9 @@ function toPet(row: PetRow): Pet {
 
 const COLUMNS = 'id, name, category_id, status'
 
+/** The filtered page query; its plan must walk the (status, id) index in order (test/read-cache.test.ts). */
+export const POSTGRES_LIST_BY_STATUS = `SELECT ${COLUMNS} FROM pets WHERE status = $1 AND id > $2 AND id <= $3 ORDER BY id LIMIT $4`
+
 /*
  * PostgreSQL draws identity values before commit, so concurrent creates can commit out of id
  * order: a page read in between would show id 11 while id 10 is still invisible, and the next
@@ -62,7 +65,7 @@ export function createPostgresPetsRepository(pool: pg.Pool): PetsRepository {
             })
           : await pool.query<PetRow>({
               name: 'pets-list-by-status',
-              text: `SELECT ${COLUMNS} FROM pets WHERE status = $1 AND id > $2 AND id <= $3 ORDER BY id LIMIT $4`,
+              text: POSTGRES_LIST_BY_STATUS,
               values: [status, afterId.toString(), upTo, limit],
             })
       return rows.map(toPet)

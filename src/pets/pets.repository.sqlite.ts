@@ -109,15 +109,17 @@ function groupCommit(db: Database, changes: SqlitePetChanges): (pet: NewPet, cre
     })
 }
 
+/** The filtered page query; its plan must walk the (status, id) index in order (test/read-cache.test.ts). */
+export const SQLITE_LIST_BY_STATUS =
+  'SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?'
+
 export function createSqlitePetsRepository(db: Database, changes: SqlitePetChanges): PetsRepository {
   // SQLite has one writer at a time and ids grow with each commit, so keyset pages never miss a pet.
   const listAll = db
     .prepare<[bigint, number], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?')
     .safeIntegers(true)
   const listByStatus = db
-    .prepare<[PetStatus, bigint, number], PetRow>(
-      'SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?',
-    )
+    .prepare<[PetStatus, bigint, number], PetRow>(SQLITE_LIST_BY_STATUS)
     .safeIntegers(true)
   const byId = db
     .prepare<[bigint], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id = ?')
