@@ -82,7 +82,7 @@ rotated key was replaced by. Never the secret.
   --json   Print a JSON array instead of a table`,
   'keys revoke': `Usage: petstore keys revoke <id>
 
-Revokes a key; a running server refuses it from its next request on.`,
+Revokes a key; running servers refuse it within 1 second.`,
   'keys rotate': `Usage: petstore keys rotate <id> [--grace DURATION] [--json]
 
 Creates a new key for the same client: same name and environment, and, if the old key expires,
