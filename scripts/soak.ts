@@ -169,7 +169,8 @@ async function startServer(dir: string, env: Record<string, string>, logPath: st
   // SIGTERM (a second signal would make the server skip its graceful shutdown).
   const child = spawn(process.execPath, [BIN, 'serve'], {
     cwd: dir,
-    env: { ...env, HOST: '127.0.0.1', PORT: String(port) },
+    // Metrics stay on, on a port of their own: the default 9464 may be taken by another service here.
+    env: { ...env, HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(await freePort()) },
     stdio: ['ignore', log, log],
     detached: true,
   })
