@@ -46,7 +46,7 @@ const MODES = {
   quickSoak: { name: 'quick soak', rounds: 0, roundS: 0, warmupS: 0, soakS: 30, hardLimitS: 180 },
 } as const satisfies Record<string, Mode>
 
-const USAGE = `Usage: npm run bench [-- --quick] [-- --soak] [-- --no-build]
+const USAGE = `Usage: npm run bench [-- --quick] [-- --soak] [-- --no-build] [-- --autocannon]
 
 Compares \`petstore serve\` (SQLite, ${SEED_PETS.toLocaleString('en-US')} pets, logging at info) with a bare node:http
 baseline serving the same bytes, ${CONNECTIONS} connections, rounds interleaved; prints a table per scenario and
@@ -55,9 +55,22 @@ writes bench/results/<timestamp>.json and .svg.
   --soak      The service alone under mixed traffic for ${MODES.soak.soakS / 60} minutes, RSS sampled every ${RSS_SAMPLE_MS / 1000} s
               (with --quick: ${MODES.quickSoak.soakS} s)
   --no-build  Use dist/ as it is instead of compiling src/ first
+  --autocannon  Drive the servers with autocannon even when wrk is installed (wrk is used when it is on PATH)
 Exit code: 0 every target met, 1 a target missed, 2 usage, 3 the benchmark itself failed.`
 
 class BenchFailure extends Error {}
+
+/** True when an executable of this name is on PATH. */
+function onPath(command: string): boolean {
+  return (process.env.PATH ?? '').split(path.delimiter).some((dir) => {
+    try {
+      fs.accessSync(path.join(dir, command), fs.constants.X_OK)
+      return true
+    } catch {
+      return false
+    }
+  })
+}
 
 /** A child process started by the bench, with its exit recorded. */
 interface Child {
@@ -475,6 +488,8 @@ function resultFiles(startedAt: Date, suffix: string): { json: string; svg: stri
 interface Setup {
   dir: string
   key: string
+  /** What drives the servers in the measured rounds. */
+  tool: LoadOptions['tool']
   service: Child
   serviceUrl: string
   serviceLog: string
@@ -486,7 +501,7 @@ interface Setup {
 }
 
 /** Key, service, 10,000 pets through the API, and the same pets on disk for the baseline. */
-async function setUp(dir: string, signal: AbortSignal): Promise<Setup> {
+async function setUp(dir: string, signal: AbortSignal): Promise<Omit<Setup, 'tool'>> {
   const dbPath = path.join(dir, 'petstore.db')
   // Only what the run needs: nothing from this shell (a DATABASE_URL, a PETSTORE_ENV) leaks in.
   const env = { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite://${dbPath}` }
@@ -574,6 +589,7 @@ async function benchmark(mode: Mode, setup: Setup, signal: AbortSignal, startedA
           idsFile: setup.idsFile,
           // Distinct names per run, so no two creates send the same body.
           namePrefix: `${server.name}-${runs++}`,
+          tool: setup.tool,
         },
         signal,
       )
@@ -653,6 +669,7 @@ async function soak(mode: Mode, setup: Setup, signal: AbortSignal, startedAt: Da
       durationS: mode.soakS,
       idsFile: setup.idsFile,
       namePrefix: 'soak',
+      tool: 'autocannon',
     },
     signal,
   ).finally(() => clearInterval(sampler))
@@ -698,9 +715,16 @@ async function soak(mode: Mode, setup: Setup, signal: AbortSignal, startedAt: Da
 async function main(): Promise<number> {
   let mode: Mode
   let buildFirst: boolean
+  let tool: LoadOptions['tool']
   try {
     const { values } = parseArgs({
-      options: { quick: { type: 'boolean' }, soak: { type: 'boolean' }, 'no-build': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      options: {
+        quick: { type: 'boolean' },
+        soak: { type: 'boolean' },
+        'no-build': { type: 'boolean' },
+        autocannon: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
       strict: true,
     })
     if (values.help === true) {
@@ -710,6 +734,7 @@ async function main(): Promise<number> {
     const quick = values.quick === true
     mode = values.soak === true ? (quick ? MODES.quickSoak : MODES.soak) : quick ? MODES.quick : MODES.full
     buildFirst = values['no-build'] !== true
+    tool = values.autocannon !== true && onPath('wrk') ? 'wrk' : 'autocannon'
   } catch (error) {
     console.error(`bench: ${(error as Error).message}\n\n${USAGE}`)
     return 2
@@ -747,7 +772,8 @@ async function main(): Promise<number> {
   let setup: Setup | undefined
   try {
     if (buildFirst) await build()
-    setup = await setUp(dir, stop.signal)
+    console.log(`bench: load generator: ${tool}${tool === 'wrk' ? ' (autocannon for the mixed soak)' : ' (install wrk to spare the shared CPU)'}`)
+    setup = { ...(await setUp(dir, stop.signal)), tool }
     const running = setup
     void running.service.exited.then(() => stop.abort(new BenchFailure(`petstore serve stopped unexpectedly (${running.service.exit})`)))
     const header = {
@@ -755,7 +781,7 @@ async function main(): Promise<number> {
       mode: mode.name,
       revision: await revision(),
       machine: machine(),
-      settings: { connections: CONNECTIONS, rounds: mode.rounds, roundS: mode.roundS, warmupS: mode.warmupS, soakS: mode.soakS, database: 'sqlite', logLevel: 'info' },
+      settings: { loadGenerator: mode.soakS > 0 ? 'autocannon' : tool, connections: CONNECTIONS, rounds: mode.rounds, roundS: mode.roundS, warmupS: mode.warmupS, soakS: mode.soakS, database: 'sqlite', logLevel: 'info' },
       seeding: setup.seeding,
     }
     const pass = mode.soakS > 0 ? await soak(mode, setup, stop.signal, startedAt, header) : await benchmark(mode, setup, stop.signal, startedAt, header)
