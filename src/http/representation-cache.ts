@@ -1,4 +1,4 @@
-import { strongEtag } from './conditional.js'
+import { hash } from 'node:crypto'
 
 /** A 200 answer as sent: the JSON body, its ETag, and the `Link` header if it has one. */
 export interface Representation {
@@ -7,8 +7,13 @@ export interface Representation {
   link?: string
 }
 
+/**
+ * An answer and its strong ETag. The ETag covers the `Link` header as well as the body: the last
+ * page of a listing gains a `next` link when pets are added after it, with the same bytes.
+ */
 export function representation(body: string, link?: string): Representation {
-  return link === undefined ? { body, etag: strongEtag(body, '') } : { body, etag: strongEtag(body, link), link }
+  const etag = `"${hash('sha256', `${body}\0${link ?? ''}`, 'base64url').slice(0, 27)}"`
+  return link === undefined ? { body, etag } : { body, etag, link }
 }
 
 export interface RepresentationCache {
@@ -41,8 +46,9 @@ export function createRepresentationCache(
       const hit = entries.get(key)
       if (hit !== undefined) return hit
       const built = await build()
-      // Kept only if nothing changed while it was read: then it is exactly the data of `before`.
-      if (version() === before && cachedAt === before) {
+      // Kept only if nothing changed while it was read (versions only grow, so then no other
+      // request has emptied the cache meanwhile): it is exactly the data of `before`.
+      if (version() === before) {
         // Oldest first, until the new body fits.
         for (const [oldKey, old] of entries) {
           if (bytes + built.body.length <= maxBytes) break

@@ -44,11 +44,13 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     const { status, cursor } = request.query
     const limit = request.query.limit === undefined ? LIMIT_DEFAULT : Number(request.query.limit)
     const answer = await answers.get(`list ${limit} ${status ?? ''} ${cursor ?? ''}`, async () => {
-      const page = await pets.list({ limit, status, cursor })
-      const serialize = serializer200(reply)
-      if (page.next === undefined) return representation(serialize(page.pets))
-      const query = new URLSearchParams({ limit: String(limit), ...(status === undefined ? {} : { status }), cursor: page.next })
-      return representation(serialize(page.pets), `<${publicBaseUrl}${PETS_PATH}?${query.toString()}>; rel="next"`)
+      const { pets: found, next } = await pets.list({ limit, status, cursor })
+      let link: string | undefined
+      if (next !== undefined) {
+        const query = new URLSearchParams({ limit: String(limit), ...(status === undefined ? {} : { status }), cursor: next })
+        link = `<${publicBaseUrl}${PETS_PATH}?${query.toString()}>; rel="next"`
+      }
+      return representation(serializer200(reply)(found), link)
     })
     return send(reply, answer)
   })
