@@ -8,13 +8,12 @@ import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs, promisify } from 'node:util'
+import { BIN, ROOT, createKey, logTail, procStatusKb, round } from '../scripts/service-process.js'
 import { freePort } from '../test/processes.js'
 import { benchmarkSvg, soakSvg } from './chart.js'
 import type { LoadOptions, LoadResult } from './load.js'
 import { P99_LIMIT_MS, RSS_LIMIT_MB, SCENARIOS, SOAK_RSS_GROWTH_LIMIT_PCT, type Scenario, petBody } from './scenarios.js'
 
-const ROOT = path.resolve(import.meta.dirname, '..')
-const BIN = path.join(ROOT, 'bin', 'petstore.js')
 const RESULTS_DIR = path.join(import.meta.dirname, 'results')
 
 const CONNECTIONS = 50
@@ -122,14 +121,6 @@ async function stopChild(child: Child): Promise<void> {
   clearTimeout(killer)
 }
 
-function logTail(logPath: string, lines = 15): string {
-  try {
-    return fs.readFileSync(logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n')
-  } catch {
-    return '(no log)'
-  }
-}
-
 /** Polls until `url` answers `status`; fails early if the child dies. */
 async function waitReady(child: Child, url: string, headers: Record<string, string>, logPath: string): Promise<void> {
   const deadline = Date.now() + 20_000
@@ -172,17 +163,6 @@ async function build(): Promise<void> {
     throw new BenchFailure(`npx tsc -p tsconfig.json failed (run with --no-build to measure dist/ as it is):\n${output.slice(0, 2_000)}`)
   }
   console.log(`bench: built dist/ in ${seconds(Date.now() - started)}`)
-}
-
-async function createKey(env: Record<string, string>): Promise<string> {
-  const { stdout } = await promisify(execFile)(process.execPath, [BIN, 'keys', 'create', '--name', 'bench', '--json'], {
-    cwd: ROOT,
-    env,
-    timeout: 30_000,
-  })
-  const key = (JSON.parse(stdout) as { key?: unknown }).key
-  if (typeof key !== 'string') throw new BenchFailure(`keys create --json printed no key:\n${stdout}`)
-  return key
 }
 
 /** Creates the pets through the service's own API, as clients would, `SEED_CONCURRENCY` at a time. */
@@ -335,12 +315,6 @@ async function assertClean(result: LoadResult, server: string, scenario: Scenari
   )
 }
 
-function procStatusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB$`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))
-  if (match?.[1] === undefined) throw new BenchFailure(`no ${field} in /proc/${pid}/status`)
-  return Number(match[1])
-}
-
 /** /proc reports KiB; the limit is read as 120 × 10^6 bytes, the stricter reading. */
 const megabytes = (kb: number) => round((kb * 1024) / 1e6, 1)
 
@@ -349,11 +323,6 @@ function median(values: readonly number[]): number {
   const middle = Math.floor(sorted.length / 2)
   if (sorted.length === 0) return Number.NaN
   return sorted.length % 2 === 1 ? (sorted[middle] ?? Number.NaN) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2
-}
-
-function round(value: number, digits = 0): number {
-  const factor = 10 ** digits
-  return Math.round(value * factor) / factor
 }
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
@@ -505,7 +474,7 @@ async function setUp(dir: string, signal: AbortSignal): Promise<Omit<Setup, 'too
   const dbPath = path.join(dir, 'petstore.db')
   // Only what the run needs: nothing from this shell (a DATABASE_URL, a PETSTORE_ENV) leaks in.
   const env = { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite://${dbPath}` }
-  const key = await createKey(env)
+  const key = await createKey(env, 'bench')
   const port = await freePort()
   let metricsPort = await freePort()
   while (metricsPort === port) metricsPort = await freePort()

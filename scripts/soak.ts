@@ -2,17 +2,16 @@
 // minutes, to catch what short tests miss: errors that appear only after a while, and memory that keeps
 // growing. Not part of `npm test`. Usage: `npm run soak [-- --duration 30s|5m]` after `npm run build`.
 import autocannon from 'autocannon'
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import readline from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { parseArgs, promisify } from 'node:util'
+import { parseArgs } from 'node:util'
 import { freePort } from '../test/processes.js'
+import { BIN, ROOT, createKey, logTail, procStatusKb, round } from './service-process.js'
 
-const ROOT = path.resolve(import.meta.dirname, '..')
-const BIN = path.join(ROOT, 'bin', 'petstore.js')
 const RESULTS_DIR = path.join(ROOT, 'soak-results')
 
 const CONNECTIONS = 50
@@ -218,19 +217,6 @@ function describeExit(server: ServerProcess): string {
   return exit.signal === null ? `exit code ${exit.code}` : `killed by ${exit.signal}`
 }
 
-function logTail(logPath: string, lines = 20): string {
-  try {
-    const size = fs.statSync(logPath).size
-    const fd = fs.openSync(logPath, 'r')
-    const buffer = Buffer.alloc(Math.min(size, 16_384))
-    fs.readSync(fd, buffer, 0, buffer.length, size - buffer.length)
-    fs.closeSync(fd)
-    return buffer.toString('utf8').trimEnd().split('\n').slice(-lines).join('\n')
-  } catch {
-    return '(no server log)'
-  }
-}
-
 /** Lines in the server log, and how many are at pino's error or fatal level. */
 async function scanLog(logPath: string): Promise<{ lines: number; errorLines: number }> {
   let lines = 0
@@ -240,13 +226,6 @@ async function scanLog(logPath: string): Promise<{ lines: number; errorLines: nu
     if (line.includes('"level":50') || line.includes('"level":60')) errorLines++
   }
   return { lines, errorLines }
-}
-
-async function createKey(dir: string, env: Record<string, string>): Promise<string> {
-  const { stdout } = await promisify(execFile)(process.execPath, [BIN, 'keys', 'create', '--name', 'soak'], { cwd: dir, env, timeout: 30_000 })
-  const key = stdout.trim().split('\n').at(-1)?.trim() ?? ''
-  if (key === '') throw new Error(`keys create printed no key:\n${stdout}`)
-  return key
 }
 
 /** Creates `count` pets through the API; returns their ids as the server wrote them. */
@@ -271,12 +250,6 @@ async function seedPets(baseUrl: string, key: string, count: number, stop: Abort
   }
   await Promise.all(Array.from({ length: SEED_CONCURRENCY }, seeder))
   return ids
-}
-
-function readRssKb(pid: number): number {
-  const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))
-  if (match?.[1] === undefined) throw new Error(`no VmRSS in /proc/${pid}/status`)
-  return Number(match[1])
 }
 
 interface RssSample {
@@ -312,11 +285,6 @@ function describeRun(run: LoadRun) {
     latencyMs: { p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max },
     byOperation: run.tally.byOperation,
   }
-}
-
-function round(value: number, digits = 0): number {
-  const factor = 10 ** digits
-  return Math.round(value * factor) / factor
 }
 
 const count = (n: number) => n.toLocaleString('en-US')
@@ -386,7 +354,7 @@ async function main(): Promise<number> {
   const env = { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}` }
   const logPath = path.join(dir, 'server.log')
   try {
-    const key = await createKey(dir, env)
+    const key = await createKey(env, 'soak')
     server = await startServer(
       dir,
       {
@@ -415,11 +383,11 @@ async function main(): Promise<number> {
       `soak: peak ${count(Math.round(peakRate))} req/s; phase 2: ${count(targetRate)} req/s for ${durationS} s, server RSS every ${RSS_SAMPLE_MS / 1000} s…`,
     )
 
-    const samples: RssSample[] = [{ atS: 0, rssKb: readRssKb(running.pid) }]
+    const samples: RssSample[] = [{ atS: 0, rssKb: procStatusKb(running.pid, 'VmRSS') }]
     const phase2Start = Date.now()
     const sampleRss = () => {
       try {
-        samples.push({ atS: round((Date.now() - phase2Start) / 1000, 1), rssKb: readRssKb(running.pid) })
+        samples.push({ atS: round((Date.now() - phase2Start) / 1000, 1), rssKb: procStatusKb(running.pid, 'VmRSS') })
       } catch {
         // The server is gone; the stop signal says so and ends the run.
       }
