@@ -84,14 +84,16 @@ export async function waitUntilHealthy(server: ServerProcess, timeoutMs = 10_000
  * Runs `petstore serve` in `dir` on a free port of 127.0.0.1 and resolves once it is healthy.
  * Its environment is PATH, HOST, PORT, LOG_LEVEL=warn, SHUTDOWN_TIMEOUT_MS=5000 and METRICS_PORT=off (servers
  * running at once would all claim the default metrics port), each overridden by `env`.
+ * `nodeArgs` go to Node itself, before the script.
  */
 export async function startServer(
   env: Record<string, string>,
   dir: string,
   args: string[] = [],
+  { nodeArgs = [] }: { nodeArgs?: string[] } = {},
 ): Promise<ServerProcess> {
   const port = await freePort()
-  const child = spawn(process.execPath, [BIN, 'serve', ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, BIN, 'serve', ...args], {
     cwd: dir,
     env: {
       PATH: process.env.PATH ?? '',
