@@ -84,17 +84,10 @@ const children = new Set<Child>()
 /** Load generators running now; they end by themselves, but not before the hard time bound would. */
 const loadGenerators = new Set<ChildProcess>()
 
-/** The node options a script's shebang gives it (`#!/usr/bin/env -S node --flag`): the service runs as operators run it. */
-function nodeFlagsOf(script: string): string[] {
-  if (!script.endsWith('.js')) return []
-  const shebang = fs.readFileSync(script, 'utf8').split('\n', 1)[0] ?? ''
-  return /^#!.*\bnode\s+(.*)$/.exec(shebang)?.[1]?.trim().split(/\s+/) ?? []
-}
-
 function startChild(name: string, args: string[], env: Record<string, string>, logPath: string): Child {
   const log = fs.openSync(logPath, 'a')
   // Own process group: Ctrl-C reaches only this script, which then stops each child in order.
-  const child = spawn(process.execPath, [...nodeFlagsOf(args[0] ?? ''), ...args], { cwd: ROOT, env, stdio: ['ignore', log, log], detached: true })
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', log, log], detached: true })
   fs.closeSync(log)
   if (child.pid === undefined) throw new BenchFailure(`could not start ${name}`)
   const entry: Child = {

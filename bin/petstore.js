@@ -1,10 +1,23 @@
-#!/usr/bin/env -S node --max-semi-space-size=4
-// The young generation is capped at 4 MiB a half-space (V8's default grows to 16): under load that
-// keeps the service's resident memory about 20 MB lower at no measurable cost in throughput
-// (bench/README.md). Only the shebang carries it, so `node bin/petstore.js` runs without it.
-import { main } from '../dist/cli.js'
+#!/usr/bin/env node
+import { serveNodeOptions, unsupportedNode } from '../dist/runtime.js'
 
-const outcome = await main(process.argv.slice(2), {
+// Before anything native is loaded: better-sqlite3 13 crashes Node 20 instead of failing to load.
+const unsupported = unsupportedNode(process.versions.node)
+if (unsupported !== undefined) {
+  process.stderr.write(`${unsupported}\n`)
+  process.exit(1)
+}
+
+// The young generation's size can only be set when Node starts, so `serve` restarts itself in place
+// (same pid, same signals) with it, however it was launched: `npm start`, `npx petstore`, `node bin/petstore.js`.
+const args = process.argv.slice(2)
+const options = args[0] === 'serve' ? serveNodeOptions(process.execArgv, process.env.NODE_OPTIONS) : undefined
+if (options !== undefined && typeof process.execve === 'function') {
+  process.execve(process.execPath, [process.execPath, ...options, ...process.execArgv, ...process.argv.slice(1)], process.env)
+}
+
+const { main } = await import('../dist/cli.js')
+const outcome = await main(args, {
   env: process.env,
   cwd: process.cwd(),
   stdout: (text) => process.stdout.write(text),

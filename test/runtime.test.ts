@@ -1,0 +1,150 @@
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { after, describe, it } from 'node:test'
+import { SEMI_SPACE_MIB, serveNodeOptions, unsupportedNode } from '../src/runtime.js'
+import { BIN, ROOT } from './helper.js'
+import { cleanupProcesses, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
+
+// better-sqlite3 12 on Node 24.19+ aborted the process (`Assertion failed: (env) != nullptr` in
+// node::RemoveEnvironmentCleanupHook) whenever a GC collected a statement nobody held any more: at
+// start-up, during migrations, or later under load (docs/decisions/0011-node-runtime.md). Only a GC
+// shows it, so the service runs here with a 1 MiB young generation and a full GC forced every few
+// milliseconds, which collects every dropped statement almost at once. SQLite only: the PostgreSQL
+// driver has no native part.
+
+after(cleanupProcesses)
+
+/** Node flags that make garbage collection constant: tiny young generation, `gc()` on a 3 ms timer. */
+const GC_STRESS = [
+  '--max-semi-space-size=1',
+  '--expose-gc',
+  '--import',
+  'data:text/javascript,setInterval(() => globalThis.gc(), 3).unref()',
+]
+
+describe(`the service under constant garbage collection (Node ${process.versions.node})`, () => {
+  it('migrates a new database, serves 600 creates and reads, and shuts down cleanly', { timeout: 90_000 }, async () => {
+    const dir = trackedTempDir('petstore-native-gc-')
+    const env = { DATABASE_URL: `sqlite://${dir}/petstore.db` }
+    // keys create opens the new database and applies every migration, under the same stress.
+    const created = await runCommand(process.execPath, [...GC_STRESS, BIN, 'keys', 'create', '--name', 'gc', '--json'], {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      timeoutMs: 30_000,
+    })
+    assert.deepEqual({ code: created.code, signal: created.signal }, { code: 0, signal: null }, created.stderr)
+    const { key } = JSON.parse(created.stdout) as { key: string }
+
+    const server = await startServer(env, dir, [], { nodeArgs: GC_STRESS })
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
+    const statuses = new Map<number, number>()
+    const count = (status: number) => statuses.set(status, (statuses.get(status) ?? 0) + 1)
+    let next = 0
+    const client = async () => {
+      while (next < 200) {
+        const i = next++
+        const created = await fetch(`${server.baseUrl}/v1/pets`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify({ name: `gc ${i}`, categoryId: i + 1, status: 'available' }),
+        })
+        count(created.status)
+        const { id } = (await created.json()) as { id: number }
+        // Distinct queries, so that the read cache misses and statements are prepared and dropped.
+        const list = await fetch(`${server.baseUrl}/v1/pets?limit=${(i % 100) + 1}&status=available`, { headers })
+        count(list.status)
+        await list.arrayBuffer()
+        const one = await fetch(`${server.baseUrl}/v1/pets/${id}`, { headers })
+        count(one.status)
+        await one.arrayBuffer()
+      }
+    }
+    await Promise.all(Array.from({ length: 8 }, client))
+    assert.deepEqual(Object.fromEntries(statuses), { 200: 400, 201: 200 }, server.output())
+    assert.equal(server.child.exitCode, null, server.output())
+
+    const exit = await stopServer(server, 'SIGTERM', 20_000)
+    assert.deepEqual(exit, { code: 0, signal: null }, server.output())
+  })
+})
+
+describe('the supported Node.js lines', () => {
+  it('accepts Node 22.12 and later 22s, every 24, and newer majors', () => {
+    for (const version of ['22.12.0', '22.23.3', '24.0.0', '24.21.0', '26.10.0']) assert.equal(unsupportedNode(version), undefined, version)
+  })
+
+  it('refuses Node 20 and 22 before 22.12, naming the version and the way out', () => {
+    for (const version of ['20.20.2', '21.7.3', '22.11.0', '18.20.8']) {
+      const reason = unsupportedNode(version) ?? ''
+      assert.ok(reason.includes(`this is Node.js ${version}`), `${version}: ${reason}`)
+      assert.match(reason, /npm start/)
+    }
+  })
+
+  it('declares the same lines in package.json engines, and brings Node 24 with npm install', () => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      engines: { node: string }
+      optionalDependencies: Record<string, string>
+    }
+    assert.equal(manifest.engines.node, '^22.12.0 || ^24.0.0')
+    assert.match(manifest.optionalDependencies.node ?? '', /^\^24\./)
+  })
+
+  // The machines this project is built on have Node 20 as their system Node: the very case.
+  const systemNode = '/usr/bin/node'
+  const systemVersion = fs.existsSync(systemNode)
+    ? execFileSync(systemNode, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim()
+    : ''
+  it(
+    'stops with exit 1 and that message when started on an older Node, before loading better-sqlite3',
+    { skip: systemVersion === '' || unsupportedNode(systemVersion) === undefined ? `no Node older than 22.12 at ${systemNode}` : false },
+    async () => {
+      const dir = trackedTempDir('petstore-old-node-')
+      const run = await runCommand(systemNode, [BIN, 'keys', 'list'], { cwd: dir, env: { PATH: '/usr/bin:/bin' } })
+      assert.equal(run.code, 1, run.stderr)
+      assert.equal(run.stderr, `${unsupportedNode(systemVersion)}\n`)
+      assert.equal(fs.existsSync(path.join(dir, 'data')), false, 'it opened a database')
+    },
+  )
+})
+
+describe('the young generation of petstore serve', () => {
+  const flag = `--max-semi-space-size=${SEMI_SPACE_MIB}`
+
+  it('is capped unless the operator chose a size on the command line or in NODE_OPTIONS', () => {
+    assert.deepEqual(serveNodeOptions([], undefined), [flag])
+    assert.deepEqual(serveNodeOptions(['--enable-source-maps'], '--max-old-space-size=512'), [flag])
+    assert.equal(serveNodeOptions(['--max-semi-space-size=16'], undefined), undefined)
+    assert.equal(serveNodeOptions([], '--trace-gc --max-semi-space-size=1'), undefined)
+    // A look-alike option is not the same option.
+    assert.deepEqual(serveNodeOptions(['--max-semi-space-size-x=1'], undefined), [flag])
+  })
+
+  /** The command line of the live process `pid`, as the kernel has it. */
+  const commandLine = (pid: number) => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean)
+
+  it(
+    'is capped when the service is started as `node bin/petstore.js serve`, in the same process',
+    { skip: process.platform === 'linux' ? false : 'reads /proc' },
+    async () => {
+      const dir = trackedTempDir('petstore-semi-space-')
+      const server = await startServer({ DATABASE_URL: `sqlite://${dir}/petstore.db` }, dir)
+      // The pid the test spawned is the one serving: the restart replaced the process image, not the process.
+      assert.deepEqual(commandLine(server.child.pid ?? 0), [process.execPath, flag, BIN, 'serve'])
+      assert.deepEqual(await stopServer(server), { code: 0, signal: null }, server.output())
+    },
+  )
+
+  it(
+    'keeps the size an operator gave in NODE_OPTIONS',
+    { skip: process.platform === 'linux' ? false : 'reads /proc' },
+    async () => {
+      const dir = trackedTempDir('petstore-semi-space-')
+      const server = await startServer({ DATABASE_URL: `sqlite://${dir}/petstore.db`, NODE_OPTIONS: '--max-semi-space-size=8' }, dir)
+      assert.deepEqual(commandLine(server.child.pid ?? 0), [process.execPath, BIN, 'serve'])
+      assert.deepEqual(await stopServer(server), { code: 0, signal: null }, server.output())
+    },
+  )
+})
