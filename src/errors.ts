@@ -12,11 +12,13 @@ export const ERROR_STATUS = {
   gone: 410,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  expectation_failed: 417,
   idempotency_key_reused: 422,
   rate_limited: 429,
   request_header_fields_too_large: 431,
   internal_error: 500,
   unavailable: 503,
+  overloaded: 503,
 } as const satisfies Record<string, number>
 
 export type ErrorCode = keyof typeof ERROR_STATUS
@@ -34,11 +36,13 @@ export const ERROR_DESCRIPTIONS: Record<ErrorCode, string> = {
   gone: 'The operation has passed its sunset date and was removed.',
   payload_too_large: 'The request body is larger than 16 KiB.',
   unsupported_media_type: 'The request body is not `application/json` (UTF-8).',
+  expectation_failed: 'The `Expect` header asks for something other than `100-continue`, the only expectation the service meets.',
   idempotency_key_reused: 'This `Idempotency-Key` was already used with a different request body.',
   rate_limited: 'Too many requests for this API key (or, for failed authentication, this address); wait `Retry-After` seconds.',
   request_header_fields_too_large: 'The request headers are too large.',
   internal_error: 'A fault in the service. The message never carries details; they are logged with the request id.',
   unavailable: 'The database is not answering; retry later.',
+  overloaded: 'The server has more work than it can do quickly right now; retry after `Retry-After` seconds, or on another instance.',
 }
 
 export interface ErrorBody {
