@@ -12,6 +12,7 @@ import {
   BODY_LIMIT_BYTES,
   type CreateVerdict,
   acceptsContentType,
+  formDecode,
   isEchoableRequestId,
   isValidPetId,
   presentsKey,
@@ -812,7 +813,8 @@ for (const engine of ENGINES) {
         const what = `${method} ${url}`
         assertWellFormed(response, what)
         // Only a path that still names one segment under /v1/pets once the URL parser is done is judged.
-        const raw = /^\/v1\/pets\/([^/]*)$/.exec(new URL(url, 'http://localhost').pathname)?.[1]
+        const parsed = new URL(url, 'http://localhost')
+        const raw = /^\/v1\/pets\/([^/]*)$/.exec(parsed.pathname)?.[1]
         if (raw === undefined || raw.length > 100) return false
         let petId: string | undefined
         try {
@@ -828,6 +830,10 @@ for (const engine of ENGINES) {
         }
         if (!isValidPetId(petId)) {
           assert.equal(response.statusCode, 400, `${what} names no valid id, but → ${answer(response)}`)
+          return false
+        }
+        if (formDecode(parsed.search.slice(1)).length > 0) {
+          assert.equal(response.statusCode, 400, `${what} has query parameters, which getPet takes none of, but → ${answer(response)}`)
           return false
         }
         assert.ok([200, 404].includes(response.statusCode), `${what} → ${answer(response)}`)

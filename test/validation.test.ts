@@ -309,6 +309,45 @@ for (const engine of ENGINES) {
       })
     }
 
+    describe('getPet query parameters', () => {
+      let url: string
+      before(async () => {
+        const [pet] = JSON.parse(await listPetsText(fx.t, fx.key)) as { id: number }[]
+        assert.ok(pet)
+        url = `/v1/pets/${pet.id}`
+      })
+
+      for (const [what, query, names] of [
+        ['an unknown query parameter', '?x=1', 'x'],
+        ['a query parameter without a value', '?x', 'x'],
+        ['a listPets parameter, which getPet does not take', '?limit=5', 'limit'],
+      ] as const) {
+        it(`rejects ${what} (${query}) on a pet that exists with 400 naming '${names}'`, async () => {
+          const response = await get(`${url}${query}`)
+          assert.equal(response.statusCode, 400, response.body)
+          const body = errorBody(response)
+          assert.equal(body.code, 'invalid_request')
+          assert.ok(body.message.includes(`'${names}'`), `message does not name '${names}': ${body.message}`)
+        })
+      }
+
+      it('words the refusal as listPets does', async () => {
+        const onGetPet = errorBody(await get(`${url}?stauts=sold`))
+        const onListPets = errorBody(await get('/v1/pets?stauts=sold'))
+        assert.equal(onGetPet.message, onListPets.message)
+        assert.equal(onGetPet.message, "Invalid query parameters: unknown parameter 'stauts'.")
+      })
+
+      it('names every unknown parameter', async () => {
+        const { message } = errorBody(await get(`${url}?a=1&b=2`))
+        assert.ok(message.includes("'a'") && message.includes("'b'"), message)
+      })
+
+      it('accepts an empty query string (a lone ?)', async () => {
+        assert.equal((await get(`${url}?`)).statusCode, 200)
+      })
+    })
+
     it('answers 404 not_found for a well-formed id no pet has', async () => {
       const response = await get('/v1/pets/424242')
       assert.equal(response.statusCode, 404, response.body)
@@ -336,6 +375,7 @@ for (const engine of ENGINES) {
       ['a bad limit', { method: 'GET', url: '/v1/pets?limit=0' }],
       ['an unknown query parameter', { method: 'GET', url: '/v1/pets?foo=1' }],
       ['a bad petId', { method: 'GET', url: '/v1/pets/abc' }],
+      ['an unknown query parameter on getPet', { method: 'GET', url: '/v1/pets/1?x=1' }],
     ]
     for (const [what, options] of badRequests) {
       it(`answers ${what} sent without a key with 401 unauthorized`, async () => {

@@ -100,6 +100,9 @@ export const PetIdParamsSchema = Type.Object({
   }),
 })
 
+/** None: an unknown parameter is refused, as listPets refuses one, rather than ignored. */
+const GetPetQuerySchema = Type.Object({}, { additionalProperties: false })
+
 const invalidRequest = (what: string) => errorResponse(`${what} (\`invalid_request\`).`)
 
 const nextLinkHeader = Type.String({
@@ -178,6 +181,7 @@ export const getPetSchema = {
   deprecated: true,
   tags: ['pets'],
   params: PetIdParamsSchema,
+  querystring: GetPetQuerySchema,
   headers: ConditionalReadHeadersSchema,
   response: {
     200: Type.Ref(PetSchema, {
@@ -185,7 +189,9 @@ export const getPetSchema = {
       headers: { ...deprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS },
     }),
     304: notModified({ ...deprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS }),
-    400: invalidRequest('`petId` is not the decimal text of an integer from 1 to 9223372036854775807'),
+    400: invalidRequest(
+      '`petId` is not the decimal text of an integer from 1 to 9223372036854775807, or a query parameter was sent: getPet takes none',
+    ),
     401: unauthorizedResponse,
     429: rateLimitedResponse,
     404: errorResponse('No animal has this id (`not_found`).'),

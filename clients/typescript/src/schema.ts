@@ -67,14 +67,16 @@ export interface components {
              *     - `gone`: The operation has passed its sunset date and was removed.
              *     - `payload_too_large`: The request body is larger than 16 KiB.
              *     - `unsupported_media_type`: The request body is not `application/json` (UTF-8).
+             *     - `expectation_failed`: The `Expect` header asks for something other than `100-continue`, the only expectation the service meets.
              *     - `idempotency_key_reused`: This `Idempotency-Key` was already used with a different request body.
              *     - `rate_limited`: Too many requests for this API key (or, for failed authentication, this address); wait `Retry-After` seconds.
              *     - `request_header_fields_too_large`: The request headers are too large.
              *     - `internal_error`: A fault in the service. The message never carries details; they are logged with the request id.
              *     - `unavailable`: The database is not answering; retry later.
+             *     - `overloaded`: The server has more work than it can do quickly right now; retry after `Retry-After` seconds, or on another instance.
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable";
+            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable" | "overloaded";
             /** @description Human-readable description of what went wrong. */
             message: string;
             /** @description The HTTP status code of the response. */
@@ -428,7 +430,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `petId` is not the decimal text of an integer from 1 to 9223372036854775807 (`invalid_request`). */
+            /** @description `petId` is not the decimal text of an integer from 1 to 9223372036854775807, or a query parameter was sent: getPet takes none (`invalid_request`). */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -511,6 +513,6 @@ type ReadonlyArray<T> = [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
 export const pathsPetsGetParametersQueryStatusValues: ReadonlyArray<FlattenedDeepRequired<paths>["/pets"]["get"]["parameters"]["query"]["status"]> = ["available", "pending", "sold"];
-export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "unavailable"];
+export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "unavailable", "overloaded"];
 export const newPetStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NewPet"]["status"]> = ["available", "pending", "sold"];
 export const petStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Pet"]["status"]> = ["available", "pending", "sold"];
