@@ -1,22 +1,17 @@
 import { randomUUID } from 'node:crypto'
-import http from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import { createAuthenticate } from './api-keys/api-keys.auth.js'
+import { containsKey } from './api-keys/api-keys.format.js'
 import { createApiKeysService } from './api-keys/api-keys.service.js'
 import { type Clock, systemClock } from './clock.js'
 import type { Config } from './config.js'
 import { deprecationHooks } from './http/deprecation.js'
 import { registerDocsRoutes } from './http/docs.routes.js'
 import { ApiError } from './errors.js'
-import {
-  clientErrorHandler,
-  collectRouteMethods,
-  registerErrorHandling,
-  sendError,
-  toApiError,
-} from './http/error-handler.js'
+import { collectRouteMethods, registerErrorHandling, sendError, toApiError } from './http/error-handler.js'
 import { ErrorSchema } from './http/error-schema.js'
 import { registerHealthRoutes } from './http/health.routes.js'
+import { clientErrorHandler, createHttpServer, protocolChecks } from './http/http-protocol.js'
 import { registerJsonBodyParser } from './http/json-body.js'
 import { createMetrics, type Metrics, registerRequestMetrics } from './http/metrics.js'
 import { registerRateLimits } from './http/rate-limit.js'
@@ -76,10 +71,10 @@ export async function buildApp({
     loggerInstance: logger,
     // One line per request is written by the onResponse hook below instead.
     logController: new LogController({ disableRequestLogging: true }),
-    // A client-supplied id is kept only if it is safe to echo and to log.
+    // A client-supplied id is kept only if it is safe to echo and to log: never one that holds a key.
     genReqId: (request) => {
       const given = request.headers['x-request-id']
-      return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID()
+      return typeof given === 'string' && SANE_REQUEST_ID.test(given) && !containsKey(given) ? given : randomUUID()
     },
     requestIdHeader: false,
     return503OnClosing: false,
@@ -92,18 +87,7 @@ export async function buildApp({
     },
     routerOptions: { maxParamLength: 100 },
     trustProxy: typeof trustProxy === 'number' ? (_address: string, hop: number) => hop < trustProxy : trustProxy,
-    // Slow clients are cut off: a trickled body or header cannot hold a connection for long.
-    serverFactory: (handler) =>
-      http.createServer(
-        {
-          requestTimeout: config.timeouts.requestMs,
-          headersTimeout: config.timeouts.headersMs,
-          keepAliveTimeout: config.timeouts.keepAliveMs,
-          // Node enforces the request and headers timeouts only at this interval (30 s by default).
-          connectionsCheckingInterval: 500,
-        },
-        handler,
-      ),
+    serverFactory: (handler) => createHttpServer(handler, config, logger),
   })
 
   const sharedSchemas = [ErrorSchema, NewPetSchema, PetSchema]
@@ -117,6 +101,8 @@ export async function buildApp({
     reply.header('x-request-id', request.id)
     done()
   })
+  // Second only to the request id, which its refusals carry too.
+  app.addHook('onRequest', protocolChecks)
   // While shutting down, a keep-alive connection is closed after its response instead of being
   // kept open (and holding the process) until the client hangs up.
   let closing = false

@@ -1,3 +1,5 @@
+import { redactKeys } from './api-keys/api-keys.format.js'
+
 /**
  * The one catalogue of error codes. Every failure of every layer (router, body parser, auth,
  * validation, storage, bugs) leaves the service as `{ code, message, status }` with one of these.
@@ -51,7 +53,10 @@ export interface ErrorBody {
   status: number
 }
 
-/** An error that is meant to reach the client as it is. */
+/**
+ * An error that is meant to reach the client as it is. Its message never carries an API key, even one
+ * the client itself put where it does not belong (a path, a parameter, a body field): it is redacted.
+ */
 export class ApiError extends Error {
   readonly status: number
 
@@ -60,7 +65,7 @@ export class ApiError extends Error {
     message: string,
     readonly headers: Readonly<Record<string, string>> = {},
   ) {
-    super(message)
+    super(redactKeys(message))
     this.name = 'ApiError'
     this.status = ERROR_STATUS[code]
   }

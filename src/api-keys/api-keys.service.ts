@@ -1,9 +1,8 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Clock } from '../clock.js'
 import type { Environment } from '../config.js'
+import { KEY_PREFIX, SECRET_LENGTH } from './api-keys.format.js'
 import type { ApiKey, ApiKeysRepository } from './api-keys.repository.js'
-
-export const KEY_PREFIX: Record<Environment, string> = { production: 'ps_live_', staging: 'ps_test_' }
 
 /** `last used` is written at most this often per key, so that requests do not each cost a write. */
 export const LAST_USED_RESOLUTION_MS = 60_000
@@ -16,7 +15,6 @@ export const LAST_USED_RESOLUTION_MS = 60_000
 export const KEY_RECHECK_MS = 1_000
 const KEY_CACHE_SIZE = 10_000
 
-const SECRET_LENGTH = 32 // base62 characters: 32 × log2(62) ≈ 190 random bits
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 
 /** Uniformly random base62 text: bytes ≥ 248 are dropped so that `% 62` has no bias. */

@@ -1,7 +1,6 @@
-import { STATUS_CODES } from 'node:http'
-import type { Socket } from 'node:net'
-import type { FastifyError, FastifyInstance, FastifyReply, RouteOptions } from 'fastify'
-import { ApiError, type ErrorBody } from '../errors.js'
+import http from 'node:http'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
+import { ApiError } from '../errors.js'
 import { BODY_LIMIT_BYTES } from './json-body.js'
 
 /** Fastify's own errors, by code, as the catalogue says them. */
@@ -39,12 +38,16 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
     .send(error.toBody())
 }
 
-const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
+/**
+ * Every method Node's parser accepts, but CONNECT, which Node hands to the server's `connect` event
+ * (http-protocol.ts). All of them are routed, so that a known path answers any of them with 405.
+ */
+const ROUTED_METHODS = http.METHODS.filter((method) => method !== 'CONNECT')
 
 /**
  * One error shape for handler and hook errors, validation, the body parser and unknown routes
- * (404); collectRouteMethods does 405 and clientErrorHandler malformed HTTP. 5xx messages never
- * carry internals; the cause is logged.
+ * (404); collectRouteMethods does 405 and http-protocol.ts what Node answers itself. 5xx messages
+ * never carry internals; the cause is logged.
  */
 export function registerErrorHandling(app: FastifyInstance, isUnavailable: (error: unknown) => boolean): void {
   app.setErrorHandler((error, request, reply) => {
@@ -64,10 +67,13 @@ export function registerErrorHandling(app: FastifyInstance, isUnavailable: (erro
 
 /**
  * Starts collecting the methods of every path as routes are added. Call it before any route;
- * call the function it returns after the last one: it answers the other methods of each path
- * with 405 and an `Allow` header.
+ * call the function it returns after the last one: it answers every other method of each path
+ * with 405 and an `Allow` header, as soon as the request is routed, before its body is read.
  */
 export function collectRouteMethods(app: FastifyInstance): () => void {
+  for (const method of ROUTED_METHODS) {
+    if (!app.supportedMethods.includes(method)) app.addHttpMethod(method, { hasBody: true })
+  }
   const methodsByPath = new Map<string, Set<string>>()
   app.addHook('onRoute', (route: RouteOptions) => {
     if (route.config?.methodNotAllowed === true) return
@@ -77,20 +83,12 @@ export function collectRouteMethods(app: FastifyInstance): () => void {
   })
   return () => {
     for (const [url, methods] of methodsByPath) {
-      const allow = ALL_METHODS.filter((method) => methods.has(method)).join(', ')
-      const others = ALL_METHODS.filter((method) => !methods.has(method))
-      if (others.length === 0) continue
-      app.route({
-        method: others,
-        url,
-        schema: { hide: true },
-        config: { methodNotAllowed: true },
-        handler: (request, reply) =>
-          sendError(
-            reply,
-            new ApiError('method_not_allowed', `${request.method} is not allowed here; allowed: ${allow}.`, { allow }),
-          ),
-      })
+      const allow = ROUTED_METHODS.filter((method) => methods.has(method)).join(', ')
+      const others = ROUTED_METHODS.filter((method) => !methods.has(method))
+      const refuse = async (request: FastifyRequest, reply: FastifyReply) =>
+        sendError(reply, new ApiError('method_not_allowed', `${request.method} is not allowed here; allowed: ${allow}.`, { allow }))
+      // Answered from onRequest: the body parser would otherwise answer 413 or 415 first.
+      app.route({ method: others, url, schema: { hide: true }, config: { methodNotAllowed: true }, onRequest: refuse, handler: refuse })
     }
   }
 }
@@ -99,28 +97,4 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     methodNotAllowed?: boolean
   }
-}
-
-const CLIENT_ERRORS: Record<string, ApiError> = {
-  HPE_HEADER_OVERFLOW: new ApiError('request_header_fields_too_large', 'The request headers are too large.'),
-  ERR_HTTP_REQUEST_TIMEOUT: new ApiError('request_timeout', 'The request took too long to arrive.'),
-}
-
-/** Answers HTTP that Node could not parse, before Fastify sees a request, in the same error shape. */
-export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
-    socket.destroy()
-    return
-  }
-  const apiError =
-    CLIENT_ERRORS[error.code ?? ''] ?? new ApiError('invalid_request', 'The request is not well-formed HTTP.')
-  const body: ErrorBody = apiError.toBody()
-  const text = JSON.stringify(body)
-  socket.end(
-    `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status]}\r\n` +
-      'Content-Type: application/json; charset=utf-8\r\n' +
-      `Content-Length: ${Buffer.byteLength(text)}\r\n` +
-      'Cache-Control: no-store\r\nConnection: close\r\n\r\n' +
-      text,
-  )
 }

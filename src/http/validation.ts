@@ -2,6 +2,7 @@ import { Kind, type TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { type ValueError, ValueErrorType } from '@sinclair/typebox/errors'
 import type { FastifySchemaCompiler } from 'fastify'
+import { containsKey } from '../api-keys/api-keys.format.js'
 import { ApiError } from '../errors.js'
 import { rangeOfSchema, registerSchemaKinds, ruleOfSchema } from './schema-types.js'
 
@@ -17,16 +18,40 @@ const PART_NAMES: Record<string, string> = {
 /**
  * Compiles route schemas with TypeBox's compiler: it never coerces or strips anything, so a
  * value passes exactly as the client sent it or is refused with every problem named.
+ * A valid value that holds an API key (a key pasted into a pet's name or an `Idempotency-Key`) is
+ * refused too: it would be stored and shown to whoever reads it, and the service must not keep a
+ * secret in clear. Changing it silently is not an option either.
  */
 export function createValidatorCompiler(references: TSchema[]): FastifySchemaCompiler<TSchema> {
   registerSchemaKinds()
   return ({ schema, httpPart = 'body' }) => {
     const compiled = TypeCompiler.Compile(schema, references)
-    return (data: unknown) =>
-      compiled.Check(data)
-        ? { value: data }
-        : { error: new ApiError('invalid_request', describe(httpPart, data, compiled.Errors(data))) }
+    return (data: unknown) => {
+      if (!compiled.Check(data)) return { error: new ApiError('invalid_request', describe(httpPart, data, compiled.Errors(data))) }
+      const holder = fieldHoldingKey(httpPart === 'headers' ? schema : undefined, data)
+      if (holder === undefined) return { value: data }
+      return {
+        error: new ApiError(
+          'invalid_request',
+          `Invalid ${PART_NAMES[httpPart] ?? httpPart}: '${holder}' holds an API key; nothing was stored. ` +
+            'Send keys only in the Authorization header, and revoke this one: it has been exposed.',
+        ),
+      }
+    }
   }
+}
+
+/**
+ * The first member of a valid `data` whose string value holds an API key. Of headers, only those
+ * `declared` by the route's schema: they come with all the others, `Authorization` among them.
+ */
+function fieldHoldingKey(declared: TSchema | undefined, data: unknown): string | undefined {
+  if (typeof data !== 'object' || data === null) return undefined
+  const names = Object.keys((declared as { properties?: object } | undefined)?.properties ?? data)
+  return names.find((name) => {
+    const value = (data as Record<string, unknown>)[name]
+    return typeof value === 'string' && containsKey(value)
+  })
 }
 
 function describe(httpPart: string, data: unknown, errors: Iterable<ValueError>): string {

@@ -1,0 +1,180 @@
+import { randomUUID } from 'node:crypto'
+import http, { type IncomingMessage, type RequestListener, STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
+import type { FastifyBaseLogger, onRequestHookHandler } from 'fastify'
+import { ApiError } from '../errors.js'
+import { sendError } from './error-handler.js'
+
+/*
+ * HTTP/1.1 as the service speaks it: what Node's HTTP layer would answer on its own (an empty 400 for a
+ * missing Host, an empty 417, nothing at all for CONNECT, a reset after an early answer) is answered here
+ * in the service's error shape, and what Node would guess at (two Host headers, a request line without a
+ * version, header lines past the 2,000th) is refused.
+ */
+
+/** Most header lines a request may carry (Apache's LimitRequestFields); more is 431, never a silent drop. */
+export const MAX_HEADER_LINES = 100
+
+/**
+ * After an early answer (413, 401, 405… while the body is still coming), the rest of the body is read and
+ * thrown away rather than left unread: closing a socket with unread data makes the kernel send a reset,
+ * which destroys the answer before the client reads it (nginx's lingering close). At most this much, and
+ * no longer than the request timeout, which Node enforces until the request is complete.
+ */
+export const LINGER_MAX_BYTES = 64 * 1024 * 1024
+
+/** Headers a request may carry once: a second one could make a proxy and the service read different values. */
+const SINGLE_HEADERS = new Set(['host', 'authorization', 'content-type', 'idempotency-key', 'x-request-id'])
+
+export interface HttpServerOptions {
+  timeouts: { requestMs: number; headersMs: number; keepAliveMs: number }
+}
+
+/** Writes `error` on a socket that no HTTP response owns (a parse error, CONNECT), then closes it. */
+function answerOnSocket(socket: Duplex, error: ApiError, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(error.toBody())
+  const lines = Object.entries({
+    ...error.headers,
+    ...headers,
+    'X-Request-Id': randomUUID(),
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': String(Buffer.byteLength(text)),
+    'Cache-Control': 'no-store',
+    Connection: 'close',
+  }).map(([name, value]) => `${name}: ${value}\r\n`)
+  socket.end(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\n${lines.join('')}\r\n${text}`)
+}
+
+const CLIENT_ERRORS: Record<string, () => ApiError> = {
+  HPE_HEADER_OVERFLOW: () => new ApiError('request_header_fields_too_large', 'The request headers are too large.'),
+  ERR_HTTP_REQUEST_TIMEOUT: () => new ApiError('request_timeout', 'The request took too long to arrive.'),
+}
+
+/** Answers HTTP that Node could not parse, before Fastify sees a request, in the same error shape. */
+export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy()
+    return
+  }
+  const apiError = CLIENT_ERRORS[error.code ?? '']?.() ?? new ApiError('invalid_request', 'The request is not well-formed HTTP.')
+  answerOnSocket(socket, apiError)
+}
+
+/** The request each connection is on, for the lingering close. */
+const currentRequest = new WeakMap<Socket, IncomingMessage>()
+
+/**
+ * Replaces Node's `destroySoon` for one connection: when the request being answered still has body to
+ * come, the answer is sent with a FIN and the rest of the body is read and discarded until it ends (or
+ * LINGER_MAX_BYTES, or the request timeout), so that the client reads the answer instead of a reset.
+ */
+function lingerBeforeClosing(socket: Socket): void {
+  const destroySoon = socket.destroySoon.bind(socket)
+  socket.destroySoon = () => {
+    const request = currentRequest.get(socket)
+    if (request === undefined || request.complete) {
+      destroySoon()
+      return
+    }
+    socket.end()
+    const start = socket.bytesRead
+    const watch = setInterval(() => {
+      if (socket.bytesRead - start > LINGER_MAX_BYTES) socket.destroy()
+    }, 100).unref()
+    const close = () => {
+      clearInterval(watch)
+      socket.destroy()
+    }
+    request.once('end', close)
+    socket.once('end', close)
+    socket.once('close', () => clearInterval(watch))
+  }
+}
+
+/**
+ * The Node server under Fastify: the timeouts that cut slow clients off, and every answer Node would
+ * otherwise give by itself (or not give) in the service's error shape.
+ */
+export function createHttpServer(handler: RequestListener, { timeouts }: HttpServerOptions, logger: FastifyBaseLogger): http.Server {
+  const server = http.createServer(
+    {
+      requestTimeout: timeouts.requestMs,
+      headersTimeout: timeouts.headersMs,
+      keepAliveTimeout: timeouts.keepAliveMs,
+      // Node enforces the request and headers timeouts only at this interval (30 s by default).
+      connectionsCheckingInterval: 500,
+      // Node's answer to a missing Host is an empty 400: protocolChecks gives ours instead.
+      requireHostHeader: false,
+    },
+    (request, response) => {
+      currentRequest.set(request.socket, request)
+      handler(request, response)
+    },
+  )
+  // Every header line reaches protocolChecks, which refuses more than MAX_HEADER_LINES: Node would drop
+  // the lines past its limit silently, an Authorization or Idempotency-Key among them. The size of the
+  // header block (16 KiB) still bounds them.
+  server.maxHeadersCount = 0
+  server.on('connection', lingerBeforeClosing)
+  // Expect: 100-continue is met by Node; anything else is 417, which Node would send empty.
+  server.on('checkExpectation', (request: IncomingMessage, response: http.ServerResponse) => {
+    currentRequest.set(request.socket, request)
+    const error = new ApiError('expectation_failed', 'The only expectation this service meets is "Expect: 100-continue".')
+    const requestId = randomUUID()
+    const text = JSON.stringify(error.toBody())
+    logger.info({ reqId: requestId, method: request.method, route: null, status: error.status }, 'request')
+    response
+      .writeHead(error.status, {
+        'x-request-id': requestId,
+        'cache-control': 'no-store',
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(text),
+        connection: 'close',
+      })
+      .end(text)
+  })
+  // Node hands CONNECT to this event and closes the connection unanswered when nothing listens.
+  server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => socket.destroy())
+    // Anything the client sends after its request is read and dropped; the answer closes the connection.
+    socket.resume()
+    socket.once('end', () => socket.destroy())
+    logger.info({ method: 'CONNECT', route: null, status: 405 }, 'request')
+    // An empty Allow: no method applies to an authority (RFC 9110 §10.2.1). This is not a proxy.
+    answerOnSocket(socket, new ApiError('method_not_allowed', 'CONNECT is not supported: this server is not a proxy.', { Allow: '' }))
+  })
+  return server
+}
+
+/**
+ * The first hook of every request: refuses what Node lets through but would have to guess at. Before
+ * routing's answers and authentication, since the request cannot be trusted to mean one thing.
+ */
+export const protocolChecks: onRequestHookHandler = (request, reply, done) => {
+  const raw = request.raw
+  const lines = raw.rawHeaders.length / 2
+  if (lines > MAX_HEADER_LINES) {
+    sendError(reply, new ApiError('request_header_fields_too_large', `The request has ${lines} header lines; at most ${MAX_HEADER_LINES} are accepted.`))
+    return
+  }
+  if (raw.httpVersionMajor !== 1) {
+    sendError(reply, new ApiError('invalid_request', 'The request line must end with the protocol version, HTTP/1.1 or HTTP/1.0.'))
+    return
+  }
+  if (raw.httpVersionMinor === 1 && raw.headers.host === undefined) {
+    sendError(reply, new ApiError('invalid_request', 'An HTTP/1.1 request must carry a Host header.'))
+    return
+  }
+  const seen = new Set<string>()
+  for (let i = 0; i < raw.rawHeaders.length; i += 2) {
+    const name = (raw.rawHeaders[i] ?? '').toLowerCase()
+    if (!SINGLE_HEADERS.has(name)) continue
+    if (seen.has(name)) {
+      sendError(reply, new ApiError('invalid_request', `The ${raw.rawHeaders[i] ?? name} header was sent more than once; send it once.`))
+      return
+    }
+    seen.add(name)
+  }
+  done()
+}
