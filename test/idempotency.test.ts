@@ -247,7 +247,9 @@ for (const engine of ENGINES) {
         assert.equal(response.statusCode, 400, JSON.stringify(value))
         const error = errorBody(response)
         assert.equal(error.code, 'invalid_request')
-        assert.match(error.message, /'idempotency-key' must be 1 to 255 visible ASCII characters/)
+        // Sent twice, the header is refused as ambiguous before it is validated.
+        const expected = Array.isArray(value) ? /idempotency-key header was sent more than once/ : /'idempotency-key' must be 1 to 255 visible ASCII characters/
+        assert.match(error.message, expected)
       }
       assert.equal(await petsNamed(fx.t, fx.key, 'Bad key'), 0)
 
