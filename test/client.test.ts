@@ -45,6 +45,13 @@ describe('generated client types', () => {
     assert.match(changed, /Colour: "red" \| "blue";/)
   })
 
+  it('name PetStatus as the document does, and Pet, NewPet and the status filter use it', () => {
+    const text = fs.readFileSync(SCHEMA_FILE, 'utf8')
+    assert.match(text, /\bPetStatus: "available" \| "pending" \| "sold";/)
+    assert.equal(text.match(/\bstatus\?: components\["schemas"\]\["PetStatus"\];/g)?.length, 3)
+    assert.doesNotMatch(text, /status\?: "available"/)
+  })
+
   it('types int64 integers as bigint and other integers as number', () => {
     const text = fs.readFileSync(SCHEMA_FILE, 'utf8')
     assert.match(text, /\bid: bigint;/)

@@ -4,7 +4,7 @@ import { Kind, type TSchema } from '@sinclair/typebox'
 import fc from 'fast-check'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
 import { ERROR_STATUS, type ErrorCode } from '../src/errors.js'
-import { INT64_MAX, rangeOfSchema } from '../src/http/schema-types.js'
+import { INT64_MAX, rangeOfSchema, targetOfSchema } from '../src/http/schema-types.js'
 import { encodeCursor } from '../src/pets/pets.cursor.js'
 import { PET_STATUSES } from '../src/pets/pets.repository.js'
 import { ListPetsQuerySchema, NewPetSchema, PetIdParamsSchema } from '../src/pets/pets.schemas.js'
@@ -96,6 +96,8 @@ function validValues(schema: TSchema): fc.Arbitrary<FieldValue> {
     }
     case 'StringEnum':
       return fc.constantFrom(...(schema as TSchema & { enum: string[] }).enum)
+    case 'Named':
+      return validValues(targetOfSchema(schema))
     default:
       // A cursor is opaque: valid ones are those the service issues, for any id and any filter.
       if (schema === ListPetsQuerySchema.properties.cursor) {

@@ -8,7 +8,7 @@ import { ROOT, buildTestApp, type TestApp } from './helper.js'
 interface Operation {
   operationId: string
   deprecated?: boolean
-  parameters?: { name: string; in: string; required?: boolean; schema: Record<string, unknown> }[]
+  parameters?: { name: string; in: string; required?: boolean; description?: string; schema: Record<string, unknown> }[]
   responses: Record<string, { description: string; content?: unknown; headers?: Record<string, unknown> }>
   requestBody?: { required?: boolean; content: Record<string, { schema: unknown }> }
 }
@@ -20,7 +20,7 @@ interface Document {
   paths: Record<string, Record<string, Operation>>
   components: {
     securitySchemes: Record<string, { type: string; scheme: string }>
-    schemas: Record<string, { properties: Record<string, { enum?: string[] }>; required: string[] }>
+    schemas: Record<string, { properties: Record<string, Record<string, unknown>>; required: string[] }>
   }
 }
 
@@ -87,8 +87,25 @@ describe('OpenAPI document', () => {
     const limit = parameters.find((p) => p.name === 'limit')
     assert.deepEqual(limit?.schema, { ...limit?.schema, type: 'integer', minimum: 1, maximum: 100, default: 20 })
     const status = parameters.find((p) => p.name === 'status')
-    assert.deepEqual(status?.schema.enum, ['available', 'pending', 'sold'])
+    assert.deepEqual(status?.schema, { $ref: '#/components/schemas/PetStatus' })
+    assert.equal(status.description, 'Return only animals with this status.')
   })
+
+  it('names PetStatus as the specification does, and Pet, NewPet and the status filter refer to it', () => {
+    assert.deepEqual(Object.keys(doc.components.schemas).sort(), ['Error', 'NewPet', 'Pet', 'PetStatus'])
+    assert.deepEqual(doc.components.schemas.PetStatus, {
+      ...doc.components.schemas.PetStatus,
+      type: 'string',
+      enum: ['available', 'pending', 'sold'],
+    })
+    for (const name of ['Pet', 'NewPet']) {
+      assert.deepEqual(doc.components.schemas[name]?.properties.status, { $ref: '#/components/schemas/PetStatus' }, name)
+    }
+    // Nothing else spells the values out: a client's PetStatus type is the only one.
+    const spelt = JSON.stringify(doc).match(/"enum":\["available","pending","sold"\]/g) ?? []
+    assert.equal(spelt.length, 1)
+  })
+
 
   it('documents pagination: the cursor parameter, the Link header, ETags and 304', () => {
     const list = operation('listPets')

@@ -11,6 +11,20 @@ the body \`{ code, message, status }\`; the \`code\` values are listed on the Er
 Integers (\`id\`, \`categoryId\`) are exact across the whole int64 range: parse them losslessly.`
 
 /**
+ * Replaces each `{"allOf": [X]}` with X. Named wraps a described reference in `allOf` so that
+ * @fastify/swagger keeps the description (it drops whatever stands beside a `$ref`); by now the
+ * description has moved to the parameter, and the lone `allOf` would only puzzle linters.
+ */
+function unwrapLoneAllOf(node: unknown): unknown {
+  if (typeof node !== 'object' || node === null) return node
+  const object = node as Record<string, unknown>
+  const { allOf } = object
+  if (Array.isArray(allOf) && allOf.length === 1 && Object.keys(object).length === 1) return unwrapLoneAllOf(allOf[0])
+  for (const [key, value] of Object.entries(object)) object[key] = unwrapLoneAllOf(value)
+  return object
+}
+
+/**
  * Registers the OpenAPI 3.1 generator. It must come before the routes: it collects them as they
  * are added, from the same schemas that validate and serialise.
  */
@@ -40,6 +54,13 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
         },
       },
       security: [{ bearerAuth: [] }],
+    },
+    // Runs once on the finished document, which @fastify/swagger then caches.
+    transformObject: (documentObject) => {
+      if (!('openapiObject' in documentObject)) throw new Error('an OpenAPI 3 document was expected')
+      const document = documentObject.openapiObject
+      unwrapLoneAllOf(document)
+      return document
     },
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),

@@ -1,4 +1,5 @@
-import { Kind, type SchemaOptions, type TSchema, Type, TypeRegistry, type TUnsafe } from '@sinclair/typebox'
+import { Kind, type SchemaOptions, type Static, type TSchema, Type, TypeRegistry, type TUnsafe } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
 
 /*
  * Custom TypeBox kinds. Each validates what the service really receives (a BigInt from the
@@ -41,6 +42,7 @@ export function registerSchemaKinds(): void {
     const parsed = parseIntegerText(value)
     return parsed !== undefined && inRange(parsed, schema[Range])
   })
+  TypeRegistry.Set<NamedSchema>('Named', (schema, value) => Value.Check(schema[Target], value))
   TypeRegistry.Set<TSchema & { enum: string[] }>(
     'StringEnum',
     (schema, value) => typeof value === 'string' && schema.enum.includes(value),
@@ -102,7 +104,39 @@ export function IntegerText(
 }
 
 export function StringEnum<const T extends readonly string[]>(values: T, options: SchemaOptions = {}): TUnsafe<T[number]> {
-  return Type.Unsafe<T[number]>({ ...options, [Kind]: 'StringEnum', type: 'string', enum: [...values] })
+  return withRule(
+    Type.Unsafe<T[number]>({ ...options, [Kind]: 'StringEnum', type: 'string', enum: [...values] }),
+    `must be one of ${values.join(', ')}`,
+  )
+}
+
+/** The schema a Named schema stands for, under a symbol so that it stays out of the document. */
+const Target = Symbol('Target')
+
+interface NamedSchema extends TSchema {
+  [Target]: TSchema
+}
+
+/**
+ * A use of a shared schema (one with an `$id`, added with `addSchema`): the document and the
+ * serializer see `{"$ref": "<$id>"}`, one named component however many places use it, while the
+ * validator checks `target` itself and so needs no list of references. Validation messages state
+ * the target's rule. With options (a description), the reference is wrapped in `allOf`:
+ * @fastify/swagger drops whatever stands beside a `$ref`, as OpenAPI 3.0 required (the document
+ * unwraps it again: see openapi.ts).
+ */
+export function Named<T extends TSchema>(target: T, options: SchemaOptions = {}): TUnsafe<Static<T>> {
+  if (target.$id === undefined) throw new Error('Named: the target schema has no $id')
+  const reference = { $ref: target.$id }
+  const json = Object.keys(options).length === 0 ? reference : { ...options, allOf: [reference] }
+  const schema = Type.Unsafe<Static<T>>({ ...json, [Kind]: 'Named', [Target]: target })
+  const rule = ruleOfSchema(target)
+  return rule === undefined ? schema : withRule(schema, rule)
+}
+
+/** The shared schema a Named schema stands for; any other schema itself. */
+export function targetOfSchema(schema: TSchema): TSchema {
+  return (schema as Partial<NamedSchema>)[Target] ?? schema
 }
 
 /** Well-formed Unicode without U+0000, with a non-blank character and at most `maxLength` code points. */

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { conditionalGet } from '../http/conditional.js'
 import { type Representation, createRepresentationCache, representation } from '../http/representation-cache.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
-import { LIMIT_DEFAULT, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
+import { LIMIT_DEFAULT, PetStatusSchema, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
 import type { Pet } from './pets.repository.js'
 import type { PetsService } from './pets.service.js'
 
@@ -30,6 +30,8 @@ function serializer200(reply: FastifyReply): (payload: unknown) => string {
 
 export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDeps): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
+  // Pet, NewPet and the status filter refer to it by name (see Named): the serializer and the document resolve it here.
+  app.addSchema(PetStatusSchema)
   const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl, petsVersion } = deps
   const petUrl = (pet: Pet) => `${publicBaseUrl}${PETS_PATH}/${pet.id}`
   // Reads are answered from serialised bytes, cached exactly (see createRepresentationCache).

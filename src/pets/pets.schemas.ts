@@ -7,14 +7,15 @@ import {
   unauthorizedResponse,
   unavailableResponse,
 } from '../http/error-schema.js'
-import { INT64_MAX, Int64, IntegerText, StringEnum, Text, withRule } from '../http/schema-types.js'
+import { INT64_MAX, Int64, IntegerText, Named, StringEnum, Text, withRule } from '../http/schema-types.js'
 import { IdempotencyKeyHeadersSchema, IdempotentReplayedHeader } from '../idempotency/idempotency.schemas.js'
 import { PET_STATUSES } from './pets.repository.js'
 
 export const NAME_MAX_LENGTH = 200
 export const LIMIT_DEFAULT = 20
 
-const PetStatus = StringEnum(PET_STATUSES, { description: 'Availability status of the animal.' })
+/** A named component of the document, as in the specification: clients generated from it import a `PetStatus` type. */
+export const PetStatusSchema = StringEnum(PET_STATUSES, { $id: 'PetStatus', description: 'Availability status of an animal.' })
 
 const petFields = {
   name: Text({
@@ -27,7 +28,7 @@ const petFields = {
     description: 'ID of the category the animal belongs to. Every digit is kept across the full int64 range.',
     examples: [3],
   }),
-  status: Type.Optional(PetStatus),
+  status: Type.Optional(Named(PetStatusSchema)),
 }
 
 export const NewPetSchema = Type.Object(petFields, {
@@ -51,7 +52,7 @@ export const ListPetsQuerySchema = Type.Object(
         description: 'Maximum number of animals returned.',
       }),
     ),
-    status: Type.Optional(StringEnum(PET_STATUSES, { description: 'Return only animals with this status.' })),
+    status: Type.Optional(Named(PetStatusSchema, { description: 'Return only animals with this status.' })),
     cursor: Type.Optional(
       withRule(
         Type.String({

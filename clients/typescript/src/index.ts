@@ -10,7 +10,7 @@ export type { components, operations, paths } from './schema.js'
 
 export type Pet = components['schemas']['Pet']
 export type NewPet = components['schemas']['NewPet']
-export type PetStatus = NonNullable<Pet['status']>
+export type PetStatus = components['schemas']['PetStatus']
 
 export interface PetstoreClientOptions {
   /** The server URL, as listed in the OpenAPI `servers`: the origin followed by `/v1`, e.g. `http://localhost:8080/v1`. */

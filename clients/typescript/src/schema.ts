@@ -95,11 +95,7 @@ export interface components {
              * @example 3
              */
             categoryId: bigint;
-            /**
-             * @description Availability status of the animal.
-             * @enum {string}
-             */
-            status?: "available" | "pending" | "sold";
+            status?: components["schemas"]["PetStatus"];
         };
         /** @description An animal. `status` is absent when none was given. */
         Pet: {
@@ -119,12 +115,13 @@ export interface components {
              * @example 3
              */
             categoryId: bigint;
-            /**
-             * @description Availability status of the animal.
-             * @enum {string}
-             */
-            status?: "available" | "pending" | "sold";
+            status?: components["schemas"]["PetStatus"];
         };
+        /**
+         * @description Availability status of an animal.
+         * @enum {string}
+         */
+        PetStatus: "available" | "pending" | "sold";
     };
     responses: never;
     parameters: never;
@@ -140,7 +137,7 @@ export interface operations {
                 /** @description Maximum number of animals returned. */
                 limit?: number;
                 /** @description Return only animals with this status. */
-                status?: "available" | "pending" | "sold";
+                status?: components["schemas"]["PetStatus"];
                 /** @description Where the page starts: the `cursor` of the previous page's `Link: <…>; rel="next"` URL, which is the easiest way to use it. Opaque. It belongs to the `status` filter it was issued with; with another filter it is refused. */
                 cursor?: string;
             };
@@ -512,7 +509,5 @@ type ReadonlyArray<T> = [
 ] extends [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
-export const pathsPetsGetParametersQueryStatusValues: ReadonlyArray<FlattenedDeepRequired<paths>["/pets"]["get"]["parameters"]["query"]["status"]> = ["available", "pending", "sold"];
 export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "unavailable", "overloaded"];
-export const newPetStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NewPet"]["status"]> = ["available", "pending", "sold"];
-export const petStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Pet"]["status"]> = ["available", "pending", "sold"];
+export const petStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PetStatus"]> = ["available", "pending", "sold"];
