@@ -28,12 +28,16 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   if (config.metrics !== undefined) await startMetricsListener(config.metrics, clusterSource(), logger)
 
   const listening = new WeakSet<Worker>()
+  // Our own count of the workers alive: cluster.workers keeps a worker that has exited until its IPC
+  // channel has also closed, which may come after the 'exit' event, so the last exit could go unseen.
+  const alive = new Set<Worker>()
+  const fork = () => alive.add(cluster.fork())
   let stopping = false
   let failed = false
 
   const stopAll = () => {
     stopping = true
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM')
+    for (const worker of alive) worker.process.kill('SIGTERM')
     // Workers bound their own shutdown; this only guards against one that hangs.
     setTimeout(() => {
       logger.error('workers did not stop in time')
@@ -43,11 +47,12 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
 
   cluster.on('listening', (worker) => listening.add(worker))
   cluster.on('exit', (worker, code, signal) => {
+    alive.delete(worker)
     const clean = code === 0 && signal === null
     if (!stopping) {
       logger.error({ pid: worker.process.pid, code, signal }, 'worker exited')
       if (listening.has(worker)) {
-        cluster.fork()
+        fork()
       } else {
         failed = true
         stopAll()
@@ -55,7 +60,7 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
     } else if (!clean) {
       failed = true
     }
-    if (stopping && Object.keys(cluster.workers ?? {}).length === 0) {
+    if (stopping && alive.size === 0) {
       logger.info('all workers stopped')
       process.exit(failed ? 1 : 0)
     }
@@ -70,7 +75,7 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   }
 
   logger.info({ workers: count }, 'starting workers')
-  for (let i = 0; i < count; i++) cluster.fork()
+  for (let i = 0; i < count; i++) fork()
 }
 
 export const isWorker = (): boolean => cluster.isWorker

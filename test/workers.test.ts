@@ -72,7 +72,7 @@ describe('serve --workers usage', () => {
         encoding: 'utf8',
         timeout: 10_000,
       })
-      assert.equal(result.status, 2)
+      assert.deepEqual({ status: result.status, signal: result.signal }, { status: 2, signal: null }, result.stderr)
       assert.match(result.stderr, /--workers/)
     })
   }
