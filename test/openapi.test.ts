@@ -2,14 +2,24 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { main } from '../src/cli.js'
 import { ERROR_CODES, ERROR_STATUS } from '../src/errors.js'
+import { parseJson } from '../src/http/json-body.js'
 import { ROOT, buildTestApp, type TestApp } from './helper.js'
+
+interface Response {
+  $ref?: string
+  description: string
+  content?: Record<string, { schema: Record<string, unknown> }>
+  headers?: Record<string, { required?: boolean; description?: string }>
+}
 
 interface Operation {
   operationId: string
+  description?: string
   deprecated?: boolean
   parameters?: { name: string; in: string; required?: boolean; description?: string; schema: Record<string, unknown> }[]
-  responses: Record<string, { description: string; content?: unknown; headers?: Record<string, unknown> }>
+  responses: Record<string, Response>
   requestBody?: { required?: boolean; content: Record<string, { schema: unknown }> }
 }
 
@@ -21,7 +31,15 @@ interface Document {
   components: {
     securitySchemes: Record<string, { type: string; scheme: string }>
     schemas: Record<string, { properties: Record<string, Record<string, unknown>>; required: string[] }>
+    responses: Record<string, Response>
   }
+}
+
+/** The document as a client's JSON parser sees it: the whole of it, as the service serves it. */
+async function servedDocument(t: TestApp): Promise<{ text: string; doc: Document }> {
+  const response = await t.app.inject({ method: 'GET', url: '/v1/openapi.json' })
+  assert.equal(response.statusCode, 200)
+  return { text: response.body, doc: JSON.parse(response.body) as Document }
 }
 
 describe('OpenAPI document', () => {
@@ -31,9 +49,7 @@ describe('OpenAPI document', () => {
     t = await buildTestApp('sqlite', {
       env: { PRODUCTION_BASE_URL: 'https://api.example.org', STAGING_BASE_URL: 'https://staging.example.org/' },
     })
-    const response = await t.app.inject({ method: 'GET', url: '/v1/openapi.json' })
-    assert.equal(response.statusCode, 200)
-    doc = JSON.parse(response.body) as Document
+    doc = (await servedDocument(t)).doc
   })
   after(() => t.close())
 
@@ -107,6 +123,14 @@ describe('OpenAPI document', () => {
   })
 
 
+  it('caps a page at 100 pets in the list response (maxItems), as limit does', () => {
+    const page = operation('listPets').responses['200']?.content?.['application/json']?.schema
+    assert.equal(page?.type, 'array')
+    assert.equal(page.maxItems, 100)
+    const limit = (operation('listPets').parameters ?? []).find((p) => p.name === 'limit')
+    assert.equal(limit?.schema.maximum, page.maxItems)
+  })
+
   it('documents pagination: the cursor parameter, the Link header, ETags and 304', () => {
     const list = operation('listPets')
     const cursor = (list.parameters ?? []).find((p) => p.name === 'cursor')
@@ -157,5 +181,47 @@ describe('OpenAPI document', () => {
     for (const code of ERROR_CODES) {
       assert.match(readme, new RegExp(`\\| \`${code}\` \\| ${ERROR_STATUS[code]} \\|`), `README lacks ${code}`)
     }
+  })
+})
+
+describe('OpenAPI document: int64 bounds', () => {
+  let t: TestApp
+  before(async () => {
+    t = await buildTestApp('sqlite')
+  })
+  after(() => t.close())
+
+  const INT64_MAX = 9223372036854775807n
+
+  /** The bounds as written, read without rounding (JSON.parse would read 9223372036854775808). */
+  const boundsOf = (schema: unknown) => {
+    const { minimum, maximum } = schema as { minimum?: unknown; maximum?: unknown }
+    return { minimum, maximum }
+  }
+
+  it('bounds id, categoryId and petId from 1 to 9223372036854775807, every digit written', async () => {
+    const { text } = await servedDocument(t)
+    const doc = parseJson(text) as {
+      components: { schemas: Record<string, { properties: Record<string, unknown> }> }
+      paths: Record<string, Record<string, { parameters?: { name: string; schema: unknown }[] }>>
+    }
+    const { Pet, NewPet } = doc.components.schemas
+    const petId = doc.paths['/pets/{petId}']?.get?.parameters?.find((p) => p.name === 'petId')
+    for (const [what, schema] of [
+      ['Pet.id', Pet?.properties.id],
+      ['Pet.categoryId', Pet?.properties.categoryId],
+      ['NewPet.categoryId', NewPet?.properties.categoryId],
+      ['petId', petId?.schema],
+    ] as const) {
+      assert.deepEqual(boundsOf(schema), { minimum: 1n, maximum: INT64_MAX }, what)
+    }
+  })
+
+  it('writes them exactly in what `petstore openapi` prints too (what the linter and the client generator read)', async () => {
+    let stdout = ''
+    const outcome = await main(['openapi'], { env: { LOG_LEVEL: 'silent' }, cwd: ROOT, stdout: (text) => (stdout += text), stderr: () => {} })
+    assert.equal(outcome, 0)
+    assert.equal(stdout.match(/"maximum": 9223372036854775807\b/g)?.length, 4)
+    assert.doesNotMatch(stdout, /922337203685477[0-9]{4}(?<!5807)\b/)
   })
 })

@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.js'
+import { writeInt64BoundsExactly } from './schema-types.js'
 
 export const OPENAPI_PATH = '/v1/openapi.json'
 
@@ -60,6 +61,7 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
       if (!('openapiObject' in documentObject)) throw new Error('an OpenAPI 3 document was expected')
       const document = documentObject.openapiObject
       unwrapLoneAllOf(document)
+      writeInt64BoundsExactly(document)
       return document
     },
     refResolver: {

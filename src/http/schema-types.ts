@@ -65,17 +65,45 @@ export function rangeOfSchema(schema: TSchema): RangeOptions | undefined {
   return (schema as Partial<RangedSchema>)[Range]
 }
 
-/** JSON Schema bounds for the document: only those a JSON number can state exactly. */
-function documentedBounds({ minimum, maximum }: RangeOptions): { minimum?: number; maximum?: number } {
-  const exact = (n: bigint): boolean => n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER)
-  return {
-    ...(minimum !== INT64_MIN && exact(minimum) ? { minimum: Number(minimum) } : {}),
-    ...(maximum !== INT64_MAX && exact(maximum) ? { maximum: Number(maximum) } : {}),
+/**
+ * JSON Schema bounds for the document, both always stated. A JavaScript number holds every integer
+ * up to 2^53; beyond, only the ends of the int64 range may be bounds: the schema carries them as
+ * the nearest number (2^63 for 2^63 - 1) and writeInt64BoundsExactly puts their digits in the document.
+ */
+function documentedBounds({ minimum, maximum }: RangeOptions): { minimum: number; maximum: number } {
+  return { minimum: documentedBound(minimum), maximum: documentedBound(maximum) }
+}
+
+function documentedBound(bound: bigint): number {
+  const exact = bound >= BigInt(Number.MIN_SAFE_INTEGER) && bound <= BigInt(Number.MAX_SAFE_INTEGER)
+  if (exact || bound === INT64_MIN || bound === INT64_MAX) return Number(bound)
+  throw new Error(`the bound ${bound} cannot be written exactly in the OpenAPI document`)
+}
+
+/** The int64 range's ends as the schemas carry them (documentedBound), and their exact digits. */
+const INEXACT_INT64_BOUNDS = new Map([INT64_MIN, INT64_MAX].map((bound) => [Number(bound), String(bound)]))
+
+// JSON.rawJSON (Node 21+, not yet in TypeScript's lib): JSON.stringify writes its text unchanged.
+const { rawJSON } = JSON as unknown as { rawJSON: (text: string) => unknown }
+
+/**
+ * Writes the int64 bounds of every integer schema in `document` exactly: as numbers,
+ * 9223372036854775807 would be written 9223372036854776000. Call it on the finished document:
+ * what it puts in survives JSON.stringify, not a copy.
+ */
+export function writeInt64BoundsExactly(document: unknown): void {
+  if (typeof document !== 'object' || document === null) return
+  const node = document as Record<string, unknown>
+  for (const [key, value] of Object.entries(node)) {
+    const digits = typeof value === 'number' ? INEXACT_INT64_BOUNDS.get(value) : undefined
+    if ((key === 'minimum' || key === 'maximum') && node.type === 'integer' && digits !== undefined) {
+      node[key] = rawJSON(digits)
+    } else writeInt64BoundsExactly(value)
   }
 }
 
 /**
- * A JSON integer in the signed 64-bit range (`format: int64` states the bounds), received as a
+ * A JSON integer in the signed 64-bit range (or within `minimum` and `maximum`), received as a
  * BigInt (see json-body.ts) and sent as exact digits.
  */
 export function Int64(options: SchemaOptions & { minimum?: bigint; maximum?: bigint } = {}): TUnsafe<bigint> {

@@ -13,6 +13,7 @@ import { PET_STATUSES } from './pets.repository.js'
 
 export const NAME_MAX_LENGTH = 200
 export const LIMIT_DEFAULT = 20
+export const LIMIT_MAX = 100
 
 /** A named component of the document, as in the specification: clients generated from it import a `PetStatus` type. */
 export const PetStatusSchema = StringEnum(PET_STATUSES, { $id: 'PetStatus', description: 'Availability status of an animal.' })
@@ -47,7 +48,7 @@ export const ListPetsQuerySchema = Type.Object(
     limit: Type.Optional(
       IntegerText({
         minimum: 1n,
-        maximum: 100n,
+        maximum: BigInt(LIMIT_MAX),
         default: LIMIT_DEFAULT,
         description: 'Maximum number of animals returned.',
       }),
@@ -122,6 +123,7 @@ export const listPetsSchema = {
   headers: ConditionalReadHeadersSchema,
   response: {
     200: Type.Array(Type.Ref(PetSchema), {
+      maxItems: LIMIT_MAX,
       description: 'One page of animals: a JSON array, as the contract says; the next page, if any, is in `Link`.',
       headers: { Link: nextLinkHeader, ...cachingHeaders, ...RATE_LIMIT_HEADERS },
     }),
