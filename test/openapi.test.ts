@@ -2,10 +2,14 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import Sqlite from 'better-sqlite3'
+import type { LightMyRequestResponse } from 'fastify'
+import { GET_PET_SUNSET } from '../src/app.js'
 import { main } from '../src/cli.js'
 import { ERROR_CODES, ERROR_STATUS } from '../src/errors.js'
 import { parseJson } from '../src/http/json-body.js'
-import { ROOT, buildTestApp, type TestApp } from './helper.js'
+import type { Storage } from '../src/storage/storage.js'
+import { ENGINES, type Engine, ROOT, buildTestApp, postPet, type TestApp } from './helper.js'
 
 interface Response {
   $ref?: string
@@ -40,6 +44,28 @@ async function servedDocument(t: TestApp): Promise<{ text: string; doc: Document
   const response = await t.app.inject({ method: 'GET', url: '/v1/openapi.json' })
   assert.equal(response.statusCode, 200)
   return { text: response.body, doc: JSON.parse(response.body) as Document }
+}
+
+/** Every operation of the document with its path and method. */
+function operationsOf(doc: Document): { path: string; method: string; operation: Operation }[] {
+  return Object.entries(doc.paths).flatMap(([path, methods]) =>
+    Object.entries(methods).map(([method, operation]) => ({ path, method, operation })),
+  )
+}
+
+/** A response as documented, its `$ref` (to components.responses) resolved. */
+function resolved(doc: Document, response: Response): Response {
+  if (response.$ref === undefined) return response
+  const target = doc.components.responses[response.$ref.replace('#/components/responses/', '')]
+  assert.ok(target, `${response.$ref} is not in components.responses`)
+  return target
+}
+
+/** The `Allow` an operation's 405 says its path answers with. */
+function documentedAllow(operation: Operation): string {
+  const allow = /`Allow: ([A-Z, ]+)`/.exec(operation.responses['405']?.description ?? '')?.[1]
+  assert.ok(allow !== undefined, `${operation.operationId}: its 405 names no Allow`)
+  return allow
 }
 
 describe('OpenAPI document', () => {
@@ -93,9 +119,9 @@ describe('OpenAPI document', () => {
 
   it('lists every status each operation can return', () => {
     const statuses = (id: string) => Object.keys(operation(id).responses).sort()
-    assert.deepEqual(statuses('listPets'), ['200', '304', '400', '401', '429', '500', '503'])
-    assert.deepEqual(statuses('createPet'), ['201', '400', '401', '409', '413', '415', '422', '429', '500', '503'])
-    assert.deepEqual(statuses('getPet'), ['200', '304', '400', '401', '404', '410', '429', '500', '503'])
+    assert.deepEqual(statuses('listPets'), ['200', '304', '400', '401', '405', '429', '500', '503'])
+    assert.deepEqual(statuses('createPet'), ['201', '400', '401', '405', '409', '413', '415', '422', '429', '500', '503'])
+    assert.deepEqual(statuses('getPet'), ['200', '304', '400', '401', '404', '405', '410', '429', '500', '503'])
   })
 
   it('documents limit as an integer from 1 to 100 defaulting to 20, and the status filter', () => {
@@ -121,7 +147,6 @@ describe('OpenAPI document', () => {
     const spelt = JSON.stringify(doc).match(/"enum":\["available","pending","sold"\]/g) ?? []
     assert.equal(spelt.length, 1)
   })
-
 
   it('caps a page at 100 pets in the list response (maxItems), as limit does', () => {
     const page = operation('listPets').responses['200']?.content?.['application/json']?.schema
@@ -167,8 +192,35 @@ describe('OpenAPI document', () => {
       'RateLimit-Policy',
       'Sunset',
     ])
-    for (const id of ['listPets', 'createPet', 'getPet']) {
+    for (const id of ['listPets', 'createPet']) {
       assert.deepEqual(Object.keys(operation(id).responses['429']?.headers ?? {}).sort(), ['RateLimit', 'RateLimit-Policy', 'Retry-After'])
+    }
+    // getPet's hooks set the deprecation headers before anything else runs, so every answer has them.
+    for (const [status, response] of Object.entries(operation('getPet').responses)) {
+      if (status === '405') continue
+      for (const name of ['Deprecation', 'Sunset', 'Link']) assert.ok(response.headers?.[name], `getPet ${status} lacks ${name}`)
+    }
+  })
+
+  it('documents 405 once, as a named response with the Error body and Allow, that every operation refers to', () => {
+    const methodNotAllowed = doc.components.responses.MethodNotAllowed
+    assert.ok(methodNotAllowed)
+    assert.deepEqual(methodNotAllowed.content, { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } })
+    assert.equal(methodNotAllowed.headers?.Allow?.required, true)
+    assert.match(methodNotAllowed.description, /`method_not_allowed`/)
+    for (const { operation: op } of operationsOf(doc)) {
+      assert.equal(op.responses['405']?.$ref, '#/components/responses/MethodNotAllowed', op.operationId)
+    }
+    assert.equal(documentedAllow(operation('listPets')), 'GET, HEAD, POST')
+    assert.equal(documentedAllow(operation('createPet')), 'GET, HEAD, POST')
+    assert.equal(documentedAllow(operation('getPet')), 'GET, HEAD')
+  })
+
+  it('documents HEAD in the description of each GET operation, not as operations of its own', () => {
+    for (const { method, operation: op } of operationsOf(doc)) {
+      assert.notEqual(method, 'head')
+      if (method === 'get') assert.match(op.description ?? '', /Also answers `HEAD`: as `GET`, with the same status and headers, without the body\./)
+      else assert.doesNotMatch(op.description ?? '', /HEAD/)
     }
   })
 
@@ -225,3 +277,214 @@ describe('OpenAPI document: int64 bounds', () => {
     assert.doesNotMatch(stdout, /922337203685477[0-9]{4}(?<!5807)\b/)
   })
 })
+
+/** What the storage does when the test says so: fail as a bug would, or as an outage does. */
+interface Faults {
+  fault: 'none' | 'bug' | 'outage'
+  /** While armed, the next keyed create waits until `release` is called: a request really in progress. */
+  holdNextKeyedCreate(): { entered: Promise<void>; release: () => void }
+}
+
+function outageError(engine: Engine): Error {
+  return engine === 'sqlite'
+    ? new Sqlite.SqliteError('database or disk is full', 'SQLITE_FULL')
+    : Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
+}
+
+function faultyStorage(engine: Engine): { faults: Faults; wrap: (storage: Storage) => Storage } {
+  let hold: { entered: () => void; released: Promise<void> } | undefined
+  const faults: Faults = {
+    fault: 'none',
+    holdNextKeyedCreate() {
+      let entered!: () => void
+      let release!: () => void
+      const held = { entered: new Promise<void>((resolve) => (entered = resolve)), release: () => release() }
+      hold = { entered, released: new Promise<void>((resolve) => (release = resolve)) }
+      return held
+    },
+  }
+  const failing = async <T>(call: () => Promise<T>): Promise<T> => {
+    if (faults.fault === 'bug') throw new Error('a bug')
+    if (faults.fault === 'outage') throw outageError(engine)
+    return call()
+  }
+  const wrap = (storage: Storage): Storage => ({
+    ...storage,
+    pets: {
+      ...storage.pets,
+      list: (...args) => failing(() => storage.pets.list(...args)),
+      create: (...args) => failing(() => storage.pets.create(...args)),
+      findById: (...args) => failing(() => storage.pets.findById(...args)),
+    },
+    idempotency: {
+      ...storage.idempotency,
+      async createPet(...args) {
+        const held = hold
+        hold = undefined
+        if (held !== undefined) {
+          held.entered()
+          await held.released
+        }
+        return storage.idempotency.createPet(...args)
+      },
+    },
+    isUnavailable: (error) => storage.isUnavailable(error),
+  })
+  return { faults, wrap }
+}
+
+/**
+ * Headers whose presence depends on the response: for each, the document must list it on exactly
+ * the responses that carry it on the wire. (Cache-Control and X-Request-Id are on every one.)
+ */
+const CONDITIONAL_HEADERS = ['RateLimit', 'RateLimit-Policy', 'Retry-After', 'WWW-Authenticate', 'Allow', 'Deprecation', 'Sunset']
+
+const RATE_LIMIT_PER_KEY = 10
+
+for (const engine of ENGINES) {
+  describe(`OpenAPI document against the wire on ${engine}`, () => {
+    let t: TestApp
+    let doc: Document
+    const { faults, wrap } = faultyStorage(engine)
+    before(async () => {
+      t = await buildTestApp(engine, { env: { RATE_LIMIT_PER_KEY: String(RATE_LIMIT_PER_KEY) }, storage: wrap })
+      doc = (await servedDocument(t)).doc
+    })
+    after(() => t.close())
+
+    type Send = (key: string) => Promise<LightMyRequestResponse>
+    const get = (url: string, headers: Record<string, string> = {}): Send => (key) => t.request(key, { method: 'GET', url, headers })
+    const post = (payload: string, headers: Record<string, string> = {}): Send => (key) =>
+      t.request(key, { method: 'POST', url: '/v1/pets', headers: { 'content-type': 'application/json', ...headers }, payload })
+    const valid = '{"name":"Wire","categoryId":1}'
+    const newPetId = async (key: string) => (JSON.parse((await postPet(t, key, valid)).body) as { id: number }).id
+    const withFault = (fault: Faults['fault'], send: Send): Send => async (key) => {
+      faults.fault = fault
+      try {
+        return await send(key)
+      } finally {
+        faults.fault = 'none'
+      }
+    }
+    const unchanged = (url: string): Send => async (key) => {
+      const first = await t.request(key, { method: 'GET', url })
+      return get(url, { 'if-none-match': String(first.headers.etag) })(key)
+    }
+    const overTheLimit = (send: Send): Send => async (key) => {
+      for (let i = 0; i < RATE_LIMIT_PER_KEY; i++) await send(key)
+      return send(key)
+    }
+    const withoutKey = (method: 'GET' | 'POST', url: string): Send => () => t.app.inject({ method, url })
+
+    /** How to get each documented response on the wire, each with a key of its own. */
+    const recipes: Record<string, Send> = {
+      'listPets 200': get('/v1/pets'),
+      'listPets 304': unchanged('/v1/pets'),
+      'listPets 400': get('/v1/pets?limit=0'),
+      'listPets 401': withoutKey('GET', '/v1/pets'),
+      'listPets 405': (key) => t.request(key, { method: 'DELETE', url: '/v1/pets' }),
+      'listPets 429': overTheLimit(get('/v1/pets')),
+      // A limit no other request uses, so that the answer cannot come from the read cache.
+      'listPets 500': withFault('bug', get('/v1/pets?limit=3')),
+      'listPets 503': withFault('outage', get('/v1/pets?limit=4')),
+      'createPet 201': post(valid),
+      'createPet 400': post('{"name":'),
+      'createPet 401': withoutKey('POST', '/v1/pets'),
+      'createPet 405': (key) => t.request(key, { method: 'PATCH', url: '/v1/pets' }),
+      'createPet 409': async (key) => {
+        const held = faults.holdNextKeyedCreate()
+        const first = post(valid, { 'idempotency-key': 'wire-409' })(key)
+        await held.entered
+        try {
+          return await post(valid, { 'idempotency-key': 'wire-409' })(key)
+        } finally {
+          held.release()
+          await first
+        }
+      },
+      'createPet 413': post(valid + ' '.repeat(16 * 1024)),
+      'createPet 415': post(valid, { 'content-type': 'text/plain' }),
+      'createPet 422': async (key) => {
+        await post(valid, { 'idempotency-key': 'wire-422' })(key)
+        return post('{"name":"Other","categoryId":1}', { 'idempotency-key': 'wire-422' })(key)
+      },
+      'createPet 429': overTheLimit(post(valid)),
+      'createPet 500': withFault('bug', post(valid)),
+      'createPet 503': withFault('outage', post(valid)),
+      'getPet 200': async (key) => get(`/v1/pets/${await newPetId(key)}`)(key),
+      'getPet 304': async (key) => unchanged(`/v1/pets/${await newPetId(key)}`)(key),
+      'getPet 400': get('/v1/pets/abc'),
+      'getPet 401': withoutKey('GET', '/v1/pets/1'),
+      'getPet 404': get('/v1/pets/999999'),
+      'getPet 405': (key) => t.request(key, { method: 'DELETE', url: '/v1/pets/1' }),
+      'getPet 410': async (key) => {
+        const now = t.clock.ms
+        t.clock.ms = GET_PET_SUNSET.getTime()
+        try {
+          return await get('/v1/pets/1')(key)
+        } finally {
+          t.clock.ms = now
+        }
+      },
+      'getPet 429': overTheLimit(get('/v1/pets/1')),
+      'getPet 500': withFault('bug', get('/v1/pets/999998')),
+      'getPet 503': withFault('outage', get('/v1/pets/999997')),
+    }
+
+    it('has a way to get every documented response on the wire, and no other', () => {
+      const documented = operationsOf(doc).flatMap(({ operation: op }) => Object.keys(op.responses).map((status) => `${op.operationId} ${status}`))
+      assert.deepEqual(documented.sort(), Object.keys(recipes).sort())
+    })
+
+    it('lists RateLimit, RateLimit-Policy and the other conditional headers on exactly the responses that carry them', async () => {
+      const disagreements: string[] = []
+      for (const { operation: op } of operationsOf(doc)) {
+        for (const [status, documentedResponse] of Object.entries(op.responses)) {
+          const send = recipes[`${op.operationId} ${status}`]
+          assert.ok(send, `${op.operationId} ${status}: no recipe`)
+          const response = await send(await t.createKey())
+          assert.equal(String(response.statusCode), status, `${op.operationId} ${status}: ${response.body}`)
+          const documentedHeaders = Object.keys(resolved(doc, documentedResponse).headers ?? {})
+          for (const name of CONDITIONAL_HEADERS) {
+            const onTheWire = response.headers[name.toLowerCase()] !== undefined
+            if (onTheWire !== documentedHeaders.includes(name)) {
+              disagreements.push(`${op.operationId} ${status} ${name}: ${onTheWire ? 'sent but not documented' : 'documented but not sent'}`)
+            }
+          }
+        }
+      }
+      assert.deepEqual(disagreements, [])
+    })
+
+    it('answers each method a path lacks with 405 and the Allow its operations document, with or without a key', async () => {
+      const key = await t.createKey()
+      for (const { path: documentedPath, operation: op } of operationsOf(doc)) {
+        const allow = documentedAllow(op)
+        const url = `/v1${documentedPath.replace('{petId}', '1')}`
+        for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const) {
+          if (allow.split(', ').includes(method)) continue
+          for (const response of [await t.request(key, { method, url }), await t.app.inject({ method, url })]) {
+            assert.equal(response.statusCode, 405, `${method} ${url}`)
+            assert.equal(response.headers.allow, allow, `${method} ${url}`)
+            assert.equal((JSON.parse(response.body) as { code: string }).code, 'method_not_allowed')
+          }
+        }
+      }
+    })
+
+    it('answers HEAD on each GET operation as GET, with the same status and headers, without the body', async () => {
+      const key = await t.createKey()
+      const id = await newPetId(key)
+      for (const url of ['/v1/pets?limit=1', `/v1/pets/${id}`, '/v1/pets/999996', '/v1/pets?limit=0']) {
+        const viaGet = await t.request(key, { method: 'GET', url })
+        const viaHead = await t.request(key, { method: 'HEAD', url })
+        assert.equal(viaHead.statusCode, viaGet.statusCode, url)
+        assert.equal(viaHead.body, '', url)
+        const names = (response: LightMyRequestResponse) => Object.keys(response.headers).sort()
+        assert.deepEqual(names(viaHead), names(viaGet), url)
+        assert.equal(viaHead.headers.etag, viaGet.headers.etag, url)
+        assert.equal(viaHead.headers['content-length'], viaGet.headers['content-length'], url)
+      }
+    })
+  })
+}

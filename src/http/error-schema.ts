@@ -13,9 +13,35 @@ export const ErrorSchema = Type.Object(
   { $id: 'Error', additionalProperties: false, description: 'The body of every error response.' },
 )
 
+type Headers = Record<string, TSchema>
+
+/** The IETF draft rate-limit headers (draft-ietf-httpapi-ratelimit-headers). */
+export const RATE_LIMIT_HEADERS = {
+  'RateLimit-Policy': Type.String({
+    description:
+      'The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every ' +
+      'answer to a request whose API key authenticated, success or error, while a per-key limit is configured; ' +
+      'with `"failed-auth"` on a 429 for too many failed authentications.',
+  }),
+  RateLimit: Type.String({
+    description:
+      'What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with ' +
+      '`RateLimit-Policy`, unless the store of the counters is unavailable.',
+  }),
+}
+
 /** A response that carries the Error body, with what it means for this operation. */
-export function errorResponse(description: string, headers?: Record<string, TSchema>): TSchema {
-  return Type.Ref(ErrorSchema, { description, ...(headers === undefined ? {} : { headers }) })
+function errorBody(description: string, headers: Headers): TSchema {
+  return Type.Ref(ErrorSchema, { description, headers })
+}
+
+/**
+ * An error an operation answers once the key has authenticated, as all but 401 are: the request was
+ * counted, so the response says where the key stands (RATE_LIMIT_HEADERS). They are not required:
+ * some of these statuses also come before a key is known (a 503 while the database cannot check it).
+ */
+export function errorResponse(description: string, headers: Headers = {}): TSchema {
+  return errorBody(description, { ...headers, ...RATE_LIMIT_HEADERS })
 }
 
 export const WWW_AUTHENTICATE_HEADER = {
@@ -24,27 +50,25 @@ export const WWW_AUTHENTICATE_HEADER = {
   }),
 }
 
-export const unauthorizedResponse = errorResponse(
-  'The API key is missing or not valid (`unauthorized`).',
-  WWW_AUTHENTICATE_HEADER,
-)
-export const internalErrorResponse = errorResponse('A fault in the service (`internal_error`).')
-export const unavailableResponse = errorResponse('The database is not answering (`unavailable`).')
-
-/** The IETF draft rate-limit headers (draft-ietf-httpapi-ratelimit-headers) on authenticated responses. */
-export const RATE_LIMIT_HEADERS = {
-  'RateLimit-Policy': Type.String({
-    description: 'The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s).',
-  }),
-  RateLimit: Type.String({
-    description: 'What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s).',
-  }),
+const RETRY_AFTER_HEADER = {
+  'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying.' }),
 }
 
-export const rateLimitedResponse = errorResponse(
-  'Too many requests for this API key, or too many failed authentications from this address (`rate_limited`).',
-  {
-    'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying.' }),
-    ...RATE_LIMIT_HEADERS,
-  },
-)
+/** No key was counted, so no RateLimit headers. `headers`: those the operation adds to every answer. */
+export const unauthorizedResponse = (headers: Headers = {}): TSchema =>
+  errorBody('The API key is missing or not valid (`unauthorized`).', { ...headers, ...WWW_AUTHENTICATE_HEADER })
+
+export const internalErrorResponse = (headers: Headers = {}): TSchema =>
+  errorResponse('A fault in the service (`internal_error`).', headers)
+
+export const unavailableResponse = (headers: Headers = {}): TSchema =>
+  errorResponse(
+    'The database is not answering (`unavailable`), or the server has more work than it can do quickly (`overloaded`).',
+    { ...headers, ...RETRY_AFTER_HEADER },
+  )
+
+export const rateLimitedResponse = (headers: Headers = {}): TSchema =>
+  errorResponse(
+    'Too many requests for this API key, or too many failed authentications from this address (`rate_limited`).',
+    { ...headers, ...RETRY_AFTER_HEADER },
+  )

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox'
+import { type TSchema, Type } from '@sinclair/typebox'
 import {
   RATE_LIMIT_HEADERS,
   errorResponse,
@@ -105,7 +105,7 @@ export const PetIdParamsSchema = Type.Object({
 /** None: an unknown parameter is refused, as listPets refuses one, rather than ignored. */
 const GetPetQuerySchema = Type.Object({}, { additionalProperties: false })
 
-const invalidRequest = (what: string) => errorResponse(`${what} (\`invalid_request\`).`)
+const invalidRequest = (what: string, headers?: Record<string, TSchema>) => errorResponse(`${what} (\`invalid_request\`).`, headers)
 
 const nextLinkHeader = Type.String({
   description:
@@ -131,10 +131,10 @@ export const listPetsSchema = {
     400: invalidRequest(
       '`limit`, `status` or `cursor` is not valid or repeated, `cursor` belongs to another `status`, or an unknown query parameter was sent',
     ),
-    401: unauthorizedResponse,
-    429: rateLimitedResponse,
-    500: internalErrorResponse,
-    503: unavailableResponse,
+    401: unauthorizedResponse(),
+    429: rateLimitedResponse(),
+    500: internalErrorResponse(),
+    503: unavailableResponse(),
   },
 }
 
@@ -159,17 +159,18 @@ export const createPetSchema = {
     400: invalidRequest(
       'The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters',
     ),
-    401: unauthorizedResponse,
-    429: rateLimitedResponse,
+    401: unauthorizedResponse(),
+    429: rateLimitedResponse(),
     409: errorResponse('A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`).'),
     413: errorResponse('The body is larger than 16 KiB (`payload_too_large`).'),
     415: errorResponse('The body is not UTF-8 `application/json` (`unsupported_media_type`).'),
     422: errorResponse('This `Idempotency-Key` was already used with a different body (`idempotency_key_reused`).'),
-    500: internalErrorResponse,
-    503: unavailableResponse,
+    500: internalErrorResponse(),
+    503: unavailableResponse(),
   },
 }
 
+/** On every answer of getPet: they are set before anything else runs. */
 const deprecationHeaders = {
   Deprecation: Type.String({ description: 'When the operation was deprecated, as `@<unix seconds>` (RFC 9745).' }),
   Sunset: Type.String({ description: 'When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594).' }),
@@ -194,12 +195,13 @@ export const getPetSchema = {
     304: notModified({ ...deprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS }),
     400: invalidRequest(
       '`petId` is not the decimal text of an integer from 1 to 9223372036854775807, or a query parameter was sent: getPet takes none',
+      deprecationHeaders,
     ),
-    401: unauthorizedResponse,
-    429: rateLimitedResponse,
-    404: errorResponse('No animal has this id (`not_found`).'),
-    410: errorResponse('The sunset date has passed and the operation is removed (`gone`).'),
-    500: internalErrorResponse,
-    503: unavailableResponse,
+    401: unauthorizedResponse(deprecationHeaders),
+    429: rateLimitedResponse(deprecationHeaders),
+    404: errorResponse('No animal has this id (`not_found`).', deprecationHeaders),
+    410: errorResponse('The sunset date has passed and the operation is removed (`gone`).', deprecationHeaders),
+    500: internalErrorResponse(deprecationHeaders),
+    503: unavailableResponse(deprecationHeaders),
   },
 }

@@ -14,6 +14,8 @@ export interface paths {
         /**
          * List animals
          * @description Returns one page of animals in ascending `id` order, optionally filtered by status.
+         *
+         *     Also answers `HEAD`: as `GET`, with the same status and headers, without the body.
          */
         get: operations["listPets"];
         put?: never;
@@ -39,6 +41,8 @@ export interface paths {
          * Get an animal (deprecated)
          * @deprecated
          * @description Deprecated: removed on 5 December 2030, after which it answers 410. Use `GET /pets` with a `status` filter instead.
+         *
+         *     Also answers `HEAD`: as `GET`, with the same status and headers, without the body.
          */
         get: operations["getPet"];
         put?: never;
@@ -123,7 +127,19 @@ export interface components {
          */
         PetStatus: "available" | "pending" | "sold";
     };
-    responses: never;
+    responses: {
+        /** @description The path exists but not with this method (`method_not_allowed`), whatever else is wrong with the request: routing comes before authentication. `Allow` lists the methods the path has. */
+        MethodNotAllowed: {
+            headers: {
+                /** @description The methods of the path: those of its operations, and `HEAD` wherever there is `GET`, e.g. `GET, HEAD, POST`. */
+                Allow: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -159,9 +175,9 @@ export interface operations {
                     ETag?: string;
                     /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
                     "Cache-Control"?: string;
-                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
-                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
                     [name: string]: unknown;
                 };
@@ -178,9 +194,9 @@ export interface operations {
                     ETag?: string;
                     /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
                     "Cache-Control"?: string;
-                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
-                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
                     [name: string]: unknown;
                 };
@@ -189,6 +205,10 @@ export interface operations {
             /** @description `limit`, `status` or `cursor` is not valid or repeated, `cursor` belongs to another `status`, or an unknown query parameter was sent (`invalid_request`). */
             400: {
                 headers: {
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -206,14 +226,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Any method other than GET, HEAD and POST on `/pets` is answered 405 `method_not_allowed` with `Allow: GET, HEAD, POST`. */
+            405: components["responses"]["MethodNotAllowed"];
             /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying. */
                     "Retry-After"?: number;
-                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
-                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
                     [name: string]: unknown;
                 };
@@ -224,15 +246,25 @@ export interface operations {
             /** @description A fault in the service (`internal_error`). */
             500: {
                 headers: {
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database is not answering (`unavailable`). */
+            /** @description The database is not answering (`unavailable`), or the server has more work than it can do quickly (`overloaded`). */
             503: {
                 headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -267,9 +299,9 @@ export interface operations {
                     Location?: string;
                     /** @description Present when this is the stored response of an earlier request with the same `Idempotency-Key`. */
                     "Idempotent-Replayed"?: "true";
-                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
-                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
                     [name: string]: unknown;
                 };
@@ -280,6 +312,10 @@ export interface operations {
             /** @description The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters (`invalid_request`). */
             400: {
                 headers: {
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -297,9 +333,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Any method other than GET, HEAD and POST on `/pets` is answered 405 `method_not_allowed` with `Allow: GET, HEAD, POST`. */
+            405: components["responses"]["MethodNotAllowed"];
             /** @description A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`). */
             409: {
                 headers: {
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -309,6 +351,10 @@ export interface operations {
             /** @description The body is larger than 16 KiB (`payload_too_large`). */
             413: {
                 headers: {
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -318,6 +364,10 @@ export interface operations {
             /** @description The body is not UTF-8 `application/json` (`unsupported_media_type`). */
             415: {
                 headers: {
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -327,6 +377,10 @@ export interface operations {
             /** @description This `Idempotency-Key` was already used with a different body (`idempotency_key_reused`). */
             422: {
                 headers: {
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -338,9 +392,9 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before retrying. */
                     "Retry-After"?: number;
-                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
-                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
                     [name: string]: unknown;
                 };
@@ -351,15 +405,25 @@ export interface operations {
             /** @description A fault in the service (`internal_error`). */
             500: {
                 headers: {
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database is not answering (`unavailable`). */
+            /** @description The database is not answering (`unavailable`), or the server has more work than it can do quickly (`overloaded`). */
             503: {
                 headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -396,9 +460,9 @@ export interface operations {
                     ETag?: string;
                     /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
                     "Cache-Control"?: string;
-                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
-                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
                     [name: string]: unknown;
                 };
@@ -419,9 +483,9 @@ export interface operations {
                     ETag?: string;
                     /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
                     "Cache-Control"?: string;
-                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
-                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
                     [name: string]: unknown;
                 };
@@ -430,6 +494,16 @@ export interface operations {
             /** @description `petId` is not the decimal text of an integer from 1 to 9223372036854775807, or a query parameter was sent: getPet takes none (`invalid_request`). */
             400: {
                 headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -439,6 +513,12 @@ export interface operations {
             /** @description The API key is missing or not valid (`unauthorized`). */
             401: {
                 headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
                     /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
                     "WWW-Authenticate"?: string;
                     [name: string]: unknown;
@@ -450,15 +530,37 @@ export interface operations {
             /** @description No animal has this id (`not_found`). */
             404: {
                 headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Any method other than GET and HEAD on `/pets/{petId}` is answered 405 `method_not_allowed` with `Allow: GET, HEAD`. */
+            405: components["responses"]["MethodNotAllowed"];
             /** @description The sunset date has passed and the operation is removed (`gone`). */
             410: {
                 headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -468,11 +570,17 @@ export interface operations {
             /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
             429: {
                 headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
                     /** @description Seconds to wait before retrying. */
                     "Retry-After"?: number;
-                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). */
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
-                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). */
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
                     [name: string]: unknown;
                 };
@@ -483,15 +591,37 @@ export interface operations {
             /** @description A fault in the service (`internal_error`). */
             500: {
                 headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database is not answering (`unavailable`). */
+            /** @description The database is not answering (`unavailable`), or the server has more work than it can do quickly (`overloaded`). */
             503: {
                 headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
