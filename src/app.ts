@@ -13,6 +13,7 @@ import { ErrorSchema } from './http/error-schema.js'
 import { registerHealthRoutes } from './http/health.routes.js'
 import { clientErrorHandler, createHttpServer, protocolChecks } from './http/http-protocol.js'
 import { registerJsonBodyParser } from './http/json-body.js'
+import { registerLoadShedding } from './http/load-shedding.js'
 import { createMetrics, type Metrics, registerRequestMetrics } from './http/metrics.js'
 import { registerRateLimits } from './http/rate-limit.js'
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js'
@@ -130,6 +131,9 @@ export async function buildApp({
   })
 
   registerRequestMetrics(app, metrics)
+  // Its onRequest hook comes after the request id and the protocol checks, and before the body
+  // is parsed and any route's authentication, rate limit or handler runs: a shed request costs little.
+  await registerLoadShedding(app, config.overload, metrics.countOverloaded)
   const answerOtherMethods = collectRouteMethods(app)
   registerJsonBodyParser(app)
   // Asked once per failed request, so it is where database outages are counted.

@@ -42,6 +42,15 @@ export interface Config {
   }
   /** The listener of `GET /metrics`, apart from the API port; undefined when METRICS_PORT=off. */
   readonly metrics: Readonly<{ port: number; host: string }> | undefined
+  /** Connections the kernel queues for the API port until the service accepts them (the listen backlog). */
+  readonly listenBacklog: number
+  /** When new requests are answered 503 `overloaded` instead of being queued; 0 turns a check off. */
+  readonly overload: {
+    /** Mean event-loop delay over one sample, in milliseconds. */
+    readonly maxEventLoopDelayMs: number
+    /** V8 heap in use, in MiB; undefined: 90 % of the heap limit of the process that serves. */
+    readonly maxHeapUsedMb: number | undefined
+  }
 }
 
 /** Thrown by `loadConfig` with the name of the variable at fault. */
@@ -81,6 +90,12 @@ export const CONFIG_VARIABLES = {
   KEEP_ALIVE_TIMEOUT_MS: 'An idle keep-alive connection is closed after this long (1000-600000). Default 5000.',
   METRICS_PORT: 'TCP port of the Prometheus metrics listener (1-65535, not PORT), or `off`. Default 9464.',
   METRICS_HOST: 'Address the metrics listener listens on. Default HOST.',
+  LISTEN_BACKLOG:
+    'Connections the kernel queues for the API port until the service accepts them (1-65535; Linux caps it at net.core.somaxconn). Default 4096.',
+  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS:
+    'New requests are answered 503 `overloaded` while the mean event-loop delay over the last sample is above this (0 = off, else 1-60000). Default 100.',
+  OVERLOAD_MAX_HEAP_MB:
+    'New requests are answered 503 `overloaded` while the V8 heap in use is above this many MiB (0 = off, else 1-1048576). Default 90 % of the heap limit (`--max-old-space-size`, or what Node derives from the memory available).',
 } as const
 
 type Env = Readonly<Record<string, string | undefined>>
@@ -122,6 +137,11 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
     trustProxy: trustProxyVar(env),
     timeouts: timeoutsVar(env),
     metrics: metricsVar(env, port, host),
+    listenBacklog: integerVar(env, 'LISTEN_BACKLOG', 4096, 1, 65535),
+    overload: Object.freeze({
+      maxEventLoopDelayMs: integerVar(env, 'OVERLOAD_MAX_EVENT_LOOP_DELAY_MS', 100, 0, 60_000),
+      maxHeapUsedMb: nonEmpty(env, 'OVERLOAD_MAX_HEAP_MB') === undefined ? undefined : integerVar(env, 'OVERLOAD_MAX_HEAP_MB', 0, 0, 1_048_576),
+    }),
   })
 }
 

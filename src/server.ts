@@ -45,7 +45,9 @@ export async function startServer(
   if (isWorker()) reportToPrimary(metrics)
   else if (config.metrics !== undefined) metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger)
   try {
-    await app.listen({ port: config.port, host: config.host })
+    // Node's default backlog (511) overflows when hundreds of clients connect at once: the kernel
+    // then drops their SYNs and each waits 1 s or more to retry before it is even accepted.
+    await app.listen({ port: config.port, host: config.host, backlog: config.listenBacklog })
   } catch (error) {
     await metricsListener?.close()
     throw error

@@ -20,7 +20,20 @@ describe('configuration', () => {
     assert.equal(config.trustProxy, false)
     assert.deepEqual(config.timeouts, { requestMs: 10_000, headersMs: 5_000, keepAliveMs: 5_000 })
     assert.equal(config.shutdownDrainMs, 1_000)
+    assert.equal(config.listenBacklog, 4096)
+    assert.deepEqual(config.overload, { maxEventLoopDelayMs: 100, maxHeapUsedMb: undefined })
     assert.ok(Object.isFrozen(config))
+    assert.ok(Object.isFrozen(config.overload))
+  })
+
+  it('reads the overload thresholds and the listen backlog, 0 turning a threshold off', () => {
+    const config = loadConfig({ LISTEN_BACKLOG: '1024', OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0', OVERLOAD_MAX_HEAP_MB: '512' }, '/')
+    assert.equal(config.listenBacklog, 1024)
+    assert.deepEqual(config.overload, { maxEventLoopDelayMs: 0, maxHeapUsedMb: 512 })
+    assert.deepEqual(loadConfig({ OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '250', OVERLOAD_MAX_HEAP_MB: '0' }, '/').overload, {
+      maxEventLoopDelayMs: 250,
+      maxHeapUsedMb: 0,
+    })
   })
 
   it('reads every variable', () => {
@@ -70,6 +83,14 @@ describe('configuration', () => {
     ['HEADERS_TIMEOUT_MS', '20000'],
     ['KEEP_ALIVE_TIMEOUT_MS', '0'],
     ['SHUTDOWN_DRAIN_MS', '60001'],
+    ['LISTEN_BACKLOG', '0'],
+    ['LISTEN_BACKLOG', '65536'],
+    ['LISTEN_BACKLOG', 'lots'],
+    ['OVERLOAD_MAX_EVENT_LOOP_DELAY_MS', '-1'],
+    ['OVERLOAD_MAX_EVENT_LOOP_DELAY_MS', '60001'],
+    ['OVERLOAD_MAX_EVENT_LOOP_DELAY_MS', '1.5'],
+    ['OVERLOAD_MAX_HEAP_MB', 'half'],
+    ['OVERLOAD_MAX_HEAP_MB', '1048577'],
   ]
   for (const [variable, value] of bad) {
     it(`refuses ${variable}=${JSON.stringify(value)} with an error naming ${variable}`, () => {

@@ -5,6 +5,7 @@ import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefault
 import type { CountAuthFailure } from '../api-keys/api-keys.auth.js'
 import { ApiError } from '../errors.js'
 import type { PoolStats } from '../storage/storage.js'
+import type { CountOverloaded } from './load-shedding.js'
 import type { CountRateLimited } from './rate-limit.js'
 
 /** The series the request hook records into. */
@@ -25,6 +26,8 @@ export interface Metrics {
   readonly countRateLimited: CountRateLimited
   /** For the error handler: a request answered 503 because the database could not serve it. */
   readonly countDatabaseUnavailable: () => void
+  /** For the load shedding: a request answered 503 `overloaded`. */
+  readonly countOverloaded: CountOverloaded
   /** Exports the pool figures of `stats`, read at each scrape. Call it once. */
   watchPool(stats: () => PoolStats): void
 }
@@ -88,6 +91,12 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
     help: 'Requests answered 503 because the database could not serve them (busy, full, read-only, unreachable).',
     registers: [registry],
   })
+  const overloadRejections = new Counter({
+    name: 'petstore_overload_rejections_total',
+    help: 'Requests answered 503 overloaded, by the measurement over its threshold: event-loop-delay or heap.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  })
   const deprecatedCalls = new Counter({
     name: 'petstore_deprecated_calls_total',
     help: 'Authenticated calls of deprecated operations, by operation and the public id of the calling key.',
@@ -97,6 +106,8 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
   // Zeroed up front so that a dashboard shows 0, not "no data", for a service that never refused.
   for (const reason of ['missing', 'invalid'] as const) authFailures.labels(reason).inc(0)
   for (const limit of ['per-key', 'failed-auth'] as const) rateLimited.labels(limit).inc(0)
+  const overloadSeries = { 'event-loop-delay': overloadRejections.labels('event-loop-delay'), heap: overloadRejections.labels('heap') }
+  for (const series of Object.values(overloadSeries)) series.inc(0)
 
   const authFailureSeries = {
     missing: authFailures.labels('missing'),
@@ -111,6 +122,7 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
     countAuthFailure: (reason) => authFailureSeries[reason].inc(),
     countRateLimited: (limit) => rateLimitedSeries[limit].inc(),
     countDatabaseUnavailable: () => databaseUnavailable.inc(),
+    countOverloaded: (reason) => overloadSeries[reason].inc(),
     watchPool(stats) {
       if (watchingPool) throw new Error('watchPool: this registry already watches a pool')
       watchingPool = true
