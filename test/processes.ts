@@ -82,8 +82,9 @@ export async function waitUntilHealthy(server: ServerProcess, timeoutMs = 10_000
 
 /**
  * Runs `petstore serve` in `dir` on a free port of 127.0.0.1 and resolves once it is healthy.
- * Its environment is PATH, HOST, PORT, LOG_LEVEL=warn, SHUTDOWN_TIMEOUT_MS=5000 and METRICS_PORT=off (servers
- * running at once would all claim the default metrics port), each overridden by `env`.
+ * Its environment is PATH, HOST, PORT, LOG_LEVEL=warn, SHUTDOWN_TIMEOUT_MS=5000, METRICS_PORT=off (servers
+ * running at once would all claim the default metrics port) and OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0 (a busy
+ * machine must not turn the answers a test expects into 503 overloaded), each overridden by `env`.
  * `nodeArgs` go to Node itself, before the script.
  */
 export async function startServer(
@@ -102,6 +103,7 @@ export async function startServer(
       LOG_LEVEL: 'warn',
       SHUTDOWN_TIMEOUT_MS: '5000',
       METRICS_PORT: 'off',
+      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
