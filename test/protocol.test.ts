@@ -74,7 +74,7 @@ for (const engine of ENGINES) {
     let port: number
     let key: string
     before(async () => {
-      t = await buildTestApp(engine, { env: { REQUEST_TIMEOUT_MS: '2000', HEADERS_TIMEOUT_MS: '1000', OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' } })
+      t = await buildTestApp(engine, { env: { REQUEST_TIMEOUT_MS: '2000', HEADERS_TIMEOUT_MS: '1000' } })
       key = await t.createKey()
       await t.app.listen({ port: 0, host: '127.0.0.1' })
       port = (t.app.server.address() as net.AddressInfo).port
