@@ -256,7 +256,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       const listPets = async (key: string) => {
         const response = await fetch(`${running.baseUrl}/v1/pets`, {
           headers: { authorization: `Bearer ${key}` },
-          signal: AbortSignal.timeout(2_000),
+          signal: AbortSignal.timeout(10_000),
         })
         return { status: response.status, body: await response.text() }
       }
@@ -269,19 +269,17 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       const revoked = await runCli(['keys', 'revoke', doomed.id], env, dir)
       assert.equal(revoked.code, 0, revoked.stderr)
       const revokedAt = Date.now()
+      // What is promised is about when a request is sent, not when a busy machine gets round to answering it.
       let refused: { status: number; body: string } | undefined
-      while (Date.now() - revokedAt < 2_000) {
+      while (refused === undefined) {
+        const sentAfter = Date.now() - revokedAt
         const answer = await listPets(doomed.key)
-        if (answer.status !== 200) {
-          refused = answer
-          break
-        }
-        await sleep(20)
+        if (answer.status !== 200) refused = answer
+        else if (sentAfter >= 2_000) assert.fail(`a request sent ${sentAfter} ms after keys revoke was accepted`)
+        else await sleep(20)
       }
-      const elapsed = Date.now() - revokedAt
-      assert.equal(refused?.status, 401, `still accepted ${elapsed} ms after keys revoke`)
-      assert.ok(elapsed < 2_000)
-      assert.deepEqual(Object.keys(JSON.parse(refused?.body ?? '{}') as object).sort(), ['code', 'message', 'status'])
+      assert.equal(refused.status, 401)
+      assert.deepEqual(Object.keys(JSON.parse(refused.body) as object).sort(), ['code', 'message', 'status'])
       assert.equal((await listPets(kept.key)).status, 200, 'the other key must keep working')
       assert.equal(running.child.exitCode, null, running.output())
     })

@@ -162,20 +162,24 @@ describe('two instances on one PostgreSQL database', { skip, timeout: 60_000 }, 
 
     await petstore('keys', 'revoke', doomed.id)
     const revokedAt = Date.now()
+    // What is promised is about when a request is sent, not when a busy machine gets round to answering it:
+    // every request sent 2 s or more after the revocation is refused.
     const refusedAfter = await Promise.all(
       instances.map(async (server) => {
-        let answer = await send(server, doomed.key, '/v1/pets')
-        while (answer.status === 200 && Date.now() - revokedAt < 2_000) {
+        for (;;) {
+          const sentAfter = Date.now() - revokedAt
+          const answer = await send(server, doomed.key, '/v1/pets')
+          if (answer.status !== 200) {
+            assert.equal(answer.status, 401, answer.body.toString())
+            assert.deepEqual(Object.keys(JSON.parse(answer.body.toString()) as object).sort(), ['code', 'message', 'status'])
+            return sentAfter
+          }
+          assert.ok(sentAfter < 2_000, `${server.baseUrl} accepted a request sent ${sentAfter} ms after keys revoke`)
           await sleep(20)
-          answer = await send(server, doomed.key, '/v1/pets')
         }
-        assert.equal(answer.status, 401, `${server.baseUrl} still answers ${answer.status} ${Date.now() - revokedAt} ms after keys revoke`)
-        assert.deepEqual(Object.keys(JSON.parse(answer.body.toString()) as object).sort(), ['code', 'message', 'status'])
-        return Date.now() - revokedAt
       }),
     )
-    t.diagnostic(`401 on each instance ${refusedAfter.join(' ms and ')} ms after keys revoke exited`)
-    for (const elapsed of refusedAfter) assert.ok(elapsed < 2_000, `refused only after ${elapsed} ms`)
+    t.diagnostic(`the first request refused on each instance was sent ${refusedAfter.join(' ms and ')} ms after keys revoke exited`)
 
     for (const server of instances) {
       assert.equal((await send(server, key, '/v1/pets')).status, 200, 'the other key must keep working')
