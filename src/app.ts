@@ -5,7 +5,6 @@ import { containsKey } from './api-keys/api-keys.format.js'
 import { createApiKeysService } from './api-keys/api-keys.service.js'
 import { type Clock, systemClock } from './clock.js'
 import type { Config } from './config.js'
-import { deprecationHooks } from './http/deprecation.js'
 import { registerDocsRoutes } from './http/docs.routes.js'
 import { ApiError } from './errors.js'
 import { collectRouteMethods, registerErrorHandling, sendError, toApiError } from './http/error-handler.js'
@@ -23,6 +22,7 @@ import { NewPetSchema, PetSchema, getPetSchema } from './pets/pets.schemas.js'
 import { PETS_PATH, registerPetsRoutes } from './pets/pets.routes.js'
 import { createPetsService } from './pets/pets.service.js'
 import type { Storage } from './storage/storage.js'
+import { createDeprecationHooks } from './deprecations/deprecations.hooks.js'
 import { createDeprecationRecorder, type DeprecationRecorder } from './deprecations/deprecations.recorder.js'
 
 /** The sunset of getPet, fixed by the specification. */
@@ -38,8 +38,8 @@ export interface AppDeps {
   /** Where requests, refusals and the pool are counted; absent: a registry of the app's own. */
   metrics?: Metrics
   /**
-   * Counts getPet calls per key for `petstore deprecations`; its owner flushes it at shutdown.
-   * Absent: one of the app's own, flushed when the app closes.
+   * Counts getPet calls per key for `petstore deprecations`; its owner flushes it. Absent: one of
+   * the app's own, flushed when the app closes (the server's case: storage closes after the app).
    */
   deprecationRecorder?: DeprecationRecorder
 }
@@ -148,24 +148,19 @@ export async function buildApp({
 
   const limits = await registerRateLimits(app, config.rateLimits, logger, metrics.countRateLimited)
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
-  const getPetDeprecation = deprecationHooks(
-    { deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: PETS_PATH },
-    clock,
+  const getPetDeprecation = createDeprecationHooks(
+    { operationId: getPetSchema.operationId, deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: PETS_PATH },
+    {
+      clock,
+      recorder: deprecationRecorder ?? ownDeprecationRecorder(app, storage, clock),
+      countCall: metrics.countDeprecatedCall,
+    },
   )
-  const deprecatedCalls = deprecationRecorder ?? ownDeprecationRecorder(app, storage, clock)
   registerPetsRoutes(app, {
     pets: createPetsService({ pets: storage.pets, clock }),
     idempotency: createIdempotencyService({ idempotency: storage.idempotency, clock }),
     authenticate: createAuthenticate(apiKeys, limits, metrics.countAuthFailure),
-    getPetDeprecation: {
-      headers: getPetDeprecation.headers,
-      // Counted after authentication (a key to attribute the call to) and before the sunset gate,
-      // so that calls answered 410 still show who has not moved; whatever the answer, it was a call.
-      gate(request, reply, done) {
-        if (request.apiKey !== null) deprecatedCalls.record(getPetSchema.operationId, request.apiKey.id)
-        getPetDeprecation.gate.call(this, request, reply, done)
-      },
-    },
+    getPetDeprecation,
     publicBaseUrl: config.publicBaseUrl,
     petsVersion: storage.pets.version?.bind(storage.pets),
   })

@@ -3,10 +3,8 @@ import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
-import { systemClock } from './clock.js'
 import { isWorker } from './cluster.js'
 import type { Config } from './config.js'
-import { createDeprecationRecorder } from './deprecations/deprecations.recorder.js'
 import { createMetrics, type MetricsListener, processSource, reportToPrimary, startMetricsListener } from './http/metrics.js'
 import { openMigratedStorage, openStorage, type Storage } from './storage/storage.js'
 
@@ -35,12 +33,8 @@ export async function startServer(
   }
   let draining = false
   const metrics = createMetrics()
-  const deprecationRecorder = createDeprecationRecorder({
-    deprecations: storage.deprecations,
-    clock: systemClock,
-    onFlushError: (err) => logger.warn({ err }, 'getPet calls not recorded yet: the database did not take them'),
-  })
-  const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, deprecationRecorder })
+  // getPet calls are counted by the app's own recorder, which app.close() flushes while the database is still open.
+  const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics })
   let metricsListener: MetricsListener | undefined
   if (isWorker()) reportToPrimary(metrics)
   else if (config.metrics !== undefined) metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger)
@@ -60,8 +54,6 @@ export async function startServer(
       draining = true
       await sleep(config.shutdownDrainMs)
       await app.close()
-      // No request can count a call any more, and the database is still open.
-      await deprecationRecorder.close()
       await storage.close()
       // Last, so that the figures of the final requests can still be scraped during the drain.
       await metricsListener?.close()

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { CountAuthFailure } from '../api-keys/api-keys.auth.js'
+import { type CountDeprecatedCall, createDeprecatedCallsCounter } from '../deprecations/deprecations.metrics.js'
 import { ApiError } from '../errors.js'
 import type { PoolStats } from '../storage/storage.js'
 import type { CountOverloaded } from './load-shedding.js'
@@ -12,7 +13,6 @@ import type { CountRateLimited } from './rate-limit.js'
 export interface HttpMetrics {
   readonly requests: Counter<'method' | 'route' | 'status'>
   readonly duration: Histogram<'method' | 'route' | 'status'>
-  readonly deprecatedCalls: Counter<'operation' | 'key_id'>
 }
 
 /** The registry of one process and the counters its parts are handed. */
@@ -28,6 +28,8 @@ export interface Metrics {
   readonly countDatabaseUnavailable: () => void
   /** For the load shedding: a request answered 503 `overloaded`. */
   readonly countOverloaded: CountOverloaded
+  /** For the hooks of a deprecated operation: an authenticated call. */
+  readonly countDeprecatedCall: CountDeprecatedCall
   /** Exports the pool figures of `stats`, read at each scrape. Call it once. */
   watchPool(stats: () => PoolStats): void
 }
@@ -35,14 +37,6 @@ export interface Metrics {
 interface RequestSeries {
   count: { inc(): void }
   duration: { observe(seconds: number): void }
-}
-
-interface RouteSeries {
-  /** The operationId when the OpenAPI document marks the operation deprecated. */
-  deprecatedOperation: string | undefined
-  /** Deprecated calls of this operation by key id. */
-  byKey: Map<string, { inc(): void }>
-  byStatus: Map<number, RequestSeries>
 }
 
 // The service answers most requests in about a millisecond: the low buckets tell a slow
@@ -97,12 +91,6 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
     labelNames: ['reason'] as const,
     registers: [registry],
   })
-  const deprecatedCalls = new Counter({
-    name: 'petstore_deprecated_calls_total',
-    help: 'Authenticated calls of deprecated operations, by operation and the public id of the calling key.',
-    labelNames: ['operation', 'key_id'] as const,
-    registers: [registry],
-  })
   // Zeroed up front so that a dashboard shows 0, not "no data", for a service that never refused.
   for (const reason of ['missing', 'invalid'] as const) authFailures.labels(reason).inc(0)
   for (const limit of ['per-key', 'failed-auth'] as const) rateLimited.labels(limit).inc(0)
@@ -118,11 +106,12 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
 
   return {
     registry,
-    http: { requests, duration, deprecatedCalls },
+    http: { requests, duration },
     countAuthFailure: (reason) => authFailureSeries[reason].inc(),
     countRateLimited: (limit) => rateLimitedSeries[limit].inc(),
     countDatabaseUnavailable: () => databaseUnavailable.inc(),
     countOverloaded: (reason) => overloadSeries[reason].inc(),
+    countDeprecatedCall: createDeprecatedCallsCounter(registry),
     watchPool(stats) {
       if (watchingPool) throw new Error('watchPool: this registry already watches a pool')
       watchingPool = true
@@ -159,48 +148,29 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
 
 /**
  * Counts every response in one onResponse hook: requests and their duration by method, route
- * template and status, and the calls of deprecated operations by key id. The series of each
- * (method, route, status) are looked up once and cached, so a request costs a few map lookups
- * plus prom-client's own work.
+ * template and status. The series of each (method, route, status) are looked up once and cached,
+ * so a request costs a few map lookups plus prom-client's own work.
  */
 export function registerRequestMetrics(app: FastifyInstance, metrics: Metrics): void {
-  const { requests, duration, deprecatedCalls } = metrics.http
-  const byMethod = new Map<string, Map<string, RouteSeries>>()
+  const { requests, duration } = metrics.http
+  const byMethod = new Map<string, Map<string, Map<number, RequestSeries>>>()
 
   app.addHook('onResponse', (request, reply, done) => {
     const { method } = request
-    const options = request.routeOptions
-    const route = options.url ?? UNMATCHED_ROUTE
+    const route = request.routeOptions.url ?? UNMATCHED_ROUTE
     let byRoute = byMethod.get(method)
-    if (byRoute === undefined) byMethod.set(method, (byRoute = new Map<string, RouteSeries>()))
-    let series = byRoute.get(route)
-    if (series === undefined) {
-      // The OpenAPI annotations of the route's schema say which operations are deprecated.
-      const schema: { deprecated?: unknown; operationId?: unknown } | undefined = options.schema
-      const operationId = schema?.operationId
-      series = {
-        deprecatedOperation: schema?.deprecated === true && typeof operationId === 'string' ? operationId : undefined,
-        byKey: new Map(),
-        byStatus: new Map(),
-      }
-      byRoute.set(route, series)
-    }
+    if (byRoute === undefined) byMethod.set(method, (byRoute = new Map<string, Map<number, RequestSeries>>()))
+    let byStatus = byRoute.get(route)
+    if (byStatus === undefined) byRoute.set(route, (byStatus = new Map<number, RequestSeries>()))
     const status = reply.statusCode
-    let perStatus = series.byStatus.get(status)
-    if (perStatus === undefined) {
+    let series = byStatus.get(status)
+    if (series === undefined) {
       const labels = [method, route, String(status)] as const
-      perStatus = { count: requests.labels(...labels), duration: duration.labels(...labels) }
-      series.byStatus.set(status, perStatus)
+      series = { count: requests.labels(...labels), duration: duration.labels(...labels) }
+      byStatus.set(status, series)
     }
-    perStatus.count.inc()
-    perStatus.duration.observe(reply.elapsedTime / 1000)
-    // The public key id only: the secret never reaches a label.
-    if (series.deprecatedOperation !== undefined && request.apiKey !== null) {
-      const keyId = request.apiKey.id
-      let calls = series.byKey.get(keyId)
-      if (calls === undefined) series.byKey.set(keyId, (calls = deprecatedCalls.labels(series.deprecatedOperation, keyId)))
-      calls.inc()
-    }
+    series.count.inc()
+    series.duration.observe(reply.elapsedTime / 1000)
     done()
   })
 }

@@ -1,7 +1,8 @@
-import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler, onRequestHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { conditionalGet } from '../http/conditional.js'
 import { type Representation, createRepresentationCache, representation } from '../http/representation-cache.js'
+import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
 import { LIMIT_DEFAULT, PetStatusSchema, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
 import type { Pet } from './pets.repository.js'
@@ -16,8 +17,8 @@ export interface PetsRoutesDeps {
   authenticate: onRequestAsyncHookHandler
   /** Changes whenever any pet may have; read answers are cached until it does. See PetsRepository.version. */
   petsVersion?: () => number
-  /** Hooks of the deprecated getPet: headers on every response, 410 after the sunset. */
-  getPetDeprecation: { headers: onRequestHookHandler; gate: onRequestHookHandler }
+  /** Hooks of the deprecated getPet: headers on every response; the gate counts the call and answers 410 after the sunset. */
+  getPetDeprecation: DeprecationHooks
   publicBaseUrl: string
 }
 
