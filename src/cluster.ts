@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster'
 import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from './config.js'
-import { clusterSource, startMetricsListener } from './http/metrics.js'
+import { clusterSource, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage } from './storage/storage.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */

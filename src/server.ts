@@ -5,7 +5,8 @@ import type { Logger } from 'pino'
 import { buildApp } from './app.js'
 import { isWorker } from './cluster.js'
 import type { Config } from './config.js'
-import { createMetrics, type MetricsListener, processSource, reportToPrimary, startMetricsListener } from './http/metrics.js'
+import { createMetrics } from './http/metrics.js'
+import { type MetricsListener, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage, openStorage, type Storage } from './storage/storage.js'
 
 export interface RunningServer {

@@ -8,11 +8,8 @@ import pg from 'pg'
 import { hashSecret } from '../src/api-keys/api-keys.service.js'
 import { buildApp } from '../src/app.js'
 import type { Config } from '../src/config.js'
-import {
-  IDEMPOTENCY_ABANDONED_AFTER_MS,
-  IDEMPOTENCY_RETENTION_MS,
-  createPetFingerprint,
-} from '../src/idempotency/idempotency.service.js'
+import { IDEMPOTENCY_ABANDONED_AFTER_MS, IDEMPOTENCY_RETENTION_MS } from '../src/idempotency/idempotency.policy.js'
+import { createPetFingerprint } from '../src/idempotency/idempotency.service.js'
 import { createLogger } from '../src/logger.js'
 import { openStorage, type Storage } from '../src/storage/storage.js'
 import { ENGINES, type Engine, type TestApp, errorBody, listPetsText, useTestApp } from './helper.js'

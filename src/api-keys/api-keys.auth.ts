@@ -1,7 +1,7 @@
 import type { onRequestAsyncHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import type { ApiKey } from './api-keys.repository.js'
-import type { RateLimits } from '../http/rate-limit.js'
+import type { RateLimits } from './api-keys.rate-limit.js'
 import type { ApiKeysService } from './api-keys.service.js'
 
 declare module 'fastify' {

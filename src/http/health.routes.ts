@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyInstance } from 'fastify'
 import type { Storage } from '../storage/storage.js'
 import { ApiError } from '../errors.js'
-import type { RateLimits } from './rate-limit.js'
+import type { RateLimits } from '../api-keys/api-keys.rate-limit.js'
 import { StringEnum } from './schema-types.js'
 
 const hidden = { hide: true } as const

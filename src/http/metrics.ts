@@ -1,13 +1,10 @@
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
-import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { FastifyInstance } from 'fastify'
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { CountAuthFailure } from '../api-keys/api-keys.auth.js'
+import type { CountRateLimited } from '../api-keys/api-keys.rate-limit.js'
 import { type CountDeprecatedCall, createDeprecatedCallsCounter } from '../deprecations/deprecations.metrics.js'
-import { ApiError } from '../errors.js'
 import type { PoolStats } from '../storage/storage.js'
 import type { CountOverloaded } from './load-shedding.js'
-import type { CountRateLimited } from './rate-limit.js'
 
 /** The series the request hook records into. */
 export interface HttpMetrics {
@@ -173,104 +170,4 @@ export function registerRequestMetrics(app: FastifyInstance, metrics: Metrics): 
     series.duration.observe(reply.elapsedTime / 1000)
     done()
   })
-}
-
-/** The metrics endpoint's own listener. */
-export interface MetricsListener {
-  readonly address: AddressInfo
-  /** Stops listening; a scrape in progress is answered first. */
-  close(): Promise<void>
-}
-
-export interface MetricsSource {
-  /** The text exposition. */
-  scrape(): Promise<string>
-  contentType: string
-}
-
-/** The registry of this process as the metrics endpoint serves it. */
-export function processSource(metrics: Metrics): MetricsSource {
-  return { scrape: () => metrics.registry.metrics(), contentType: metrics.registry.contentType }
-}
-
-/**
- * The primary of `--workers N`: asks every worker for its registry and sums them (prom-client's
- * AggregatorRegistry, over the cluster's IPC channel). Each worker must call `reportToPrimary`.
- */
-export function clusterSource(): MetricsSource {
-  const aggregator = new AggregatorRegistry()
-  return { scrape: () => aggregator.clusterMetrics(), contentType: aggregator.contentType }
-}
-
-/**
- * In a cluster worker: answers the primary's requests for this registry. prom-client keeps the
- * registries to report in module state, so only an entry point calls this, once.
- */
-export function reportToPrimary(metrics: Metrics): void {
-  AggregatorRegistry.setRegistries([metrics.registry])
-  // Constructing one is what installs the worker's IPC listener.
-  new AggregatorRegistry()
-}
-
-function sendJsonError(response: http.ServerResponse, error: ApiError, headers: Record<string, string> = {}): void {
-  response
-    .writeHead(error.status, {
-      ...error.headers,
-      ...headers,
-      'cache-control': 'no-store',
-      'content-type': 'application/json; charset=utf-8',
-    })
-    .end(JSON.stringify(error.toBody()))
-}
-
-/**
- * Serves `GET /metrics` on its own address, never on the API port: the public load balancer
- * forwards only the API port, so figures such as key ids cannot reach API clients, and the
- * endpoint needs no key. Anything else there answers in the service's error shape.
- */
-export async function startMetricsListener(
-  { port, host }: { port: number; host: string },
-  source: MetricsSource,
-  logger: FastifyBaseLogger,
-): Promise<MetricsListener> {
-  const server = http.createServer({ requestTimeout: 10_000, headersTimeout: 5_000, keepAliveTimeout: 5_000 }, (request, response) => {
-    const path = (request.url ?? '/').split('?')[0]
-    if (path !== '/metrics') {
-      sendJsonError(response, new ApiError('not_found', `No route ${request.method} ${path}.`))
-      return
-    }
-    if (request.method !== 'GET' && request.method !== 'HEAD') {
-      sendJsonError(response, new ApiError('method_not_allowed', `${request.method} is not allowed here; allowed: GET, HEAD.`), {
-        allow: 'GET, HEAD',
-      })
-      return
-    }
-    source.scrape().then(
-      (text) => {
-        response.writeHead(200, { 'content-type': source.contentType, 'cache-control': 'no-store' }).end(text)
-      },
-      (error: unknown) => {
-        logger.error({ err: error }, 'metrics scrape failed')
-        sendJsonError(response, new ApiError('internal_error', 'The metrics could not be collected.'))
-      },
-    )
-  })
-  await new Promise<void>((resolve, reject) => {
-    const failed = (error: Error) =>
-      reject(new Error(`the metrics listener (METRICS_PORT) cannot listen on ${host}:${port}: ${error.message}`, { cause: error }))
-    server.once('error', failed)
-    server.listen(port, host, () => {
-      server.off('error', failed)
-      resolve()
-    })
-  })
-  return {
-    address: server.address() as AddressInfo,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        // Prometheus keeps its connection alive between scrapes; an idle one must not hold shutdown.
-        server.close((error) => (error === undefined ? resolve() : reject(error)))
-        server.closeIdleConnections()
-      }),
-  }
 }

@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.js'
 import { ErrorSchema } from './error-schema.js'
-import { writeInt64BoundsExactly } from './schema-types.js'
+import { writeInt64BoundsExactly } from '../int64.js'
 
 export const OPENAPI_PATH = '/v1/openapi.json'
 

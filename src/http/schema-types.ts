@@ -1,5 +1,6 @@
 import { Kind, type SchemaOptions, type Static, type TSchema, Type, TypeRegistry, type TUnsafe } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { INT64_MAX, INT64_MIN, parseIntegerText } from '../int64.js'
 
 /*
  * Custom TypeBox kinds. Each validates what the service really receives (a BigInt from the
@@ -8,9 +9,6 @@ import { Value } from '@sinclair/typebox/value'
  * The Kind symbol does not survive JSON serialisation, so the document shows plain JSON Schema.
  */
 
-export const INT64_MIN = -(2n ** 63n)
-export const INT64_MAX = 2n ** 63n - 1n
-
 interface RangeOptions {
   minimum: bigint
   maximum: bigint
@@ -18,13 +16,6 @@ interface RangeOptions {
 
 function inRange(value: bigint, { minimum, maximum }: RangeOptions): boolean {
   return value >= minimum && value <= maximum
-}
-
-const INTEGER_TEXT = /^-?(0|[1-9][0-9]*)$/
-
-/** Parses the decimal text of an integer, exactly: no sign tricks, leading zeros or exponents. */
-export function parseIntegerText(text: string): bigint | undefined {
-  return INTEGER_TEXT.test(text) && text !== '-0' && text.length <= 20 ? BigInt(text) : undefined
 }
 
 /** Exact bounds as BigInts, under a symbol so that they stay out of the JSON document. */
@@ -68,7 +59,7 @@ export function rangeOfSchema(schema: TSchema): RangeOptions | undefined {
 /**
  * JSON Schema bounds for the document, both always stated. A JavaScript number holds every integer
  * up to 2^53; beyond, only the ends of the int64 range may be bounds: the schema carries them as
- * the nearest number (2^63 for 2^63 - 1) and writeInt64BoundsExactly puts their digits in the document.
+ * the nearest number (2^63 for 2^63 - 1) and writeInt64BoundsExactly (int64.ts) puts their digits in the document.
  */
 function documentedBounds({ minimum, maximum }: RangeOptions): { minimum: number; maximum: number } {
   return { minimum: documentedBound(minimum), maximum: documentedBound(maximum) }
@@ -78,28 +69,6 @@ function documentedBound(bound: bigint): number {
   const exact = bound >= BigInt(Number.MIN_SAFE_INTEGER) && bound <= BigInt(Number.MAX_SAFE_INTEGER)
   if (exact || bound === INT64_MIN || bound === INT64_MAX) return Number(bound)
   throw new Error(`the bound ${bound} cannot be written exactly in the OpenAPI document`)
-}
-
-/** The int64 range's ends as the schemas carry them (documentedBound), and their exact digits. */
-const INEXACT_INT64_BOUNDS = new Map([INT64_MIN, INT64_MAX].map((bound) => [Number(bound), String(bound)]))
-
-// JSON.rawJSON (Node 21+, not yet in TypeScript's lib): JSON.stringify writes its text unchanged.
-const { rawJSON } = JSON as unknown as { rawJSON: (text: string) => unknown }
-
-/**
- * Writes the int64 bounds of every integer schema in `document` exactly: as numbers,
- * 9223372036854775807 would be written 9223372036854776000. Call it on the finished document:
- * what it puts in survives JSON.stringify, not a copy.
- */
-export function writeInt64BoundsExactly(document: unknown): void {
-  if (typeof document !== 'object' || document === null) return
-  const node = document as Record<string, unknown>
-  for (const [key, value] of Object.entries(node)) {
-    const digits = typeof value === 'number' ? INEXACT_INT64_BOUNDS.get(value) : undefined
-    if ((key === 'minimum' || key === 'maximum') && node.type === 'integer' && digits !== undefined) {
-      node[key] = rawJSON(digits)
-    } else writeInt64BoundsExactly(value)
-  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { withRule } from '../http/schema-types.js'
-import { IDEMPOTENCY_RETENTION_MS } from './idempotency.service.js'
+import { IDEMPOTENCY_RETENTION_MS } from './idempotency.policy.js'
 
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
 

@@ -2,20 +2,8 @@ import { createHash, randomUUID } from 'node:crypto'
 import type { Clock } from '../clock.js'
 import { ApiError } from '../errors.js'
 import type { NewPet, Pet } from '../pets/pets.repository.js'
+import { IDEMPOTENCY_ABANDONED_AFTER_MS, IDEMPOTENCY_PRUNE_INTERVAL_MS, IDEMPOTENCY_RETENTION_MS } from './idempotency.policy.js'
 import type { IdempotencyAttempt, IdempotencyRepository, StoredResponse } from './idempotency.repository.js'
-
-/** How long a key's response is kept and answered again: the key may be used afresh after this. */
-export const IDEMPOTENCY_RETENTION_MS = 24 * 60 * 60 * 1000
-
-/**
- * An attempt still in progress after this long is taken to have died with its process, so that a
- * crash does not block its key for the whole retention. A slower attempt that is still alive
- * cannot create a second pet: its insert is refused once another attempt holds the key.
- */
-export const IDEMPOTENCY_ABANDONED_AFTER_MS = 60_000
-
-/** Expired records are deleted at most this often per process. */
-export const IDEMPOTENCY_PRUNE_INTERVAL_MS = 60_000
 
 /**
  * What makes two createPet requests "the same": their validated content, not their bytes, so

@@ -7,7 +7,8 @@ import {
   unauthorizedResponse,
   unavailableResponse,
 } from '../http/error-schema.js'
-import { INT64_MAX, Int64, IntegerText, Named, StringEnum, Text, withRule } from '../http/schema-types.js'
+import { Int64, IntegerText, Named, StringEnum, Text, withRule } from '../http/schema-types.js'
+import { INT64_MAX } from '../int64.js'
 import { IdempotencyKeyHeadersSchema, IdempotentReplayedHeader } from '../idempotency/idempotency.schemas.js'
 import { PET_STATUSES } from './pets.repository.js'
 
