@@ -1,4 +1,4 @@
-// Hand-written SVG charts of a benchmark or soak run, readable in any browser: no dependency, and
+// Hand-written SVG charts of a benchmark run, readable in any browser: no dependency, and
 // the numbers are printed on the bars, so the picture never has to be measured with a ruler.
 
 export interface ScenarioBars {
@@ -17,15 +17,6 @@ export interface BenchmarkChart {
   p99LimitMs: number
   /** Peak RSS of the service and of the baseline over the whole run, and the service's limit. */
   rssMb: { service: number; baseline: number; limit: number }
-}
-
-export interface SoakChart {
-  title: string
-  subtitle: string
-  samples: { atS: number; rssMb: number }[]
-  /** Growth is measured from the sample at this time on. */
-  settledAtS: number
-  growthLimitPct: number
 }
 
 const COLORS = { baseline: '#9aa5b1', service: '#2f6fdf', pass: '#1a7f37', miss: '#cf222e', grid: '#e1e4e8', text: '#24292f' }
@@ -172,43 +163,4 @@ export function benchmarkSvg(chart: BenchmarkChart): string {
     ),
   ]
   return svgDocument(width, 735, body)
-}
-
-/** The service's RSS over the soak, with the growth limit drawn from the settled sample. */
-export function soakSvg(chart: SoakChart): string {
-  const width = 1000
-  const plot = { x: 80, y: 90, width: 880, height: 320 }
-  const samples = chart.samples
-  const settled = samples.find((sample) => sample.atS >= chart.settledAtS) ?? samples[0]
-  const limitMb = (settled?.rssMb ?? 0) * (1 + chart.growthLimitPct / 100)
-  const maxS = Math.max(1, ...samples.map((sample) => sample.atS))
-  const maxMb = niceMax(Math.max(limitMb, ...samples.map((sample) => sample.rssMb)) * 1.1)
-  const x = (atS: number) => plot.x + (atS / maxS) * plot.width
-  const y = (mb: number) => plot.y + plot.height - (mb / maxMb) * plot.height
-  const body = [
-    text(plot.x, 30, chart.title, `font-size="18" font-weight="700" fill="${COLORS.text}"`),
-    text(plot.x, 50, chart.subtitle, `font-size="12" fill="${COLORS.text}"`),
-    text(plot.x, plot.y - 12, 'Service RSS, MB, sampled every 5 s', `font-size="14" font-weight="600" fill="${COLORS.text}"`),
-  ]
-  for (let tick = 0; tick <= 4; tick++) {
-    const mb = (maxMb * tick) / 4
-    body.push(`<line x1="${plot.x}" x2="${plot.x + plot.width}" y1="${y(mb).toFixed(1)}" y2="${y(mb).toFixed(1)}" stroke="${COLORS.grid}"/>`)
-    body.push(text(plot.x - 6, y(mb) + 4, mb.toFixed(0), `font-size="11" text-anchor="end" fill="${COLORS.text}"`))
-    const s = (maxS * tick) / 4
-    body.push(text(x(s), plot.y + plot.height + 16, `${Math.round(s)} s`, `font-size="11" text-anchor="middle" fill="${COLORS.text}"`))
-  }
-  if (settled !== undefined) {
-    body.push(
-      `<line x1="${x(settled.atS).toFixed(1)}" x2="${x(settled.atS).toFixed(1)}" y1="${plot.y}" y2="${plot.y + plot.height}" stroke="${COLORS.baseline}" stroke-dasharray="3 3"/>`,
-      text(x(settled.atS) + 4, plot.y + 12, `growth measured from here (${settled.rssMb.toFixed(1)} MB)`, `font-size="11" fill="${COLORS.text}"`),
-      `<line x1="${plot.x}" x2="${plot.x + plot.width}" y1="${y(limitMb).toFixed(1)}" y2="${y(limitMb).toFixed(1)}" stroke="${COLORS.miss}" stroke-width="2" stroke-dasharray="5 3"/>`,
-      text(plot.x + plot.width, y(limitMb) - 4, `+${chart.growthLimitPct} % limit (${limitMb.toFixed(1)} MB)`, `font-size="11" text-anchor="end" fill="${COLORS.miss}"`),
-    )
-  }
-  const points = samples.map((sample) => `${x(sample.atS).toFixed(1)},${y(sample.rssMb).toFixed(1)}`).join(' ')
-  body.push(`<polyline points="${points}" fill="none" stroke="${COLORS.service}" stroke-width="2"/>`)
-  for (const sample of samples) {
-    body.push(`<circle cx="${x(sample.atS).toFixed(1)}" cy="${y(sample.rssMb).toFixed(1)}" r="2.5" fill="${COLORS.service}"/>`)
-  }
-  return svgDocument(width, 450, body)
 }

@@ -11,15 +11,13 @@ import { SCENARIOS, type ScenarioId, petBody } from './scenarios.js'
 export interface LoadOptions {
   baseUrl: string
   key: string
-  /** One scenario, or `mixed`: the soak's blend of all four by their soakWeight. */
-  scenario: ScenarioId | 'mixed'
+  scenario: ScenarioId
   connections: number
   durationS: number
   /** JSON array of the ids (decimal text) that getOne spreads its requests over. */
   idsFile: string
   /** Makes the names of the pets this run creates its own. */
   namePrefix: string
-  /** wrk only for a single scenario; the mixed soak always uses autocannon. */
   tool: 'autocannon' | 'wrk'
 }
 
@@ -66,7 +64,7 @@ function requestMaker(id: ScenarioId, options: LoadOptions, ids: readonly string
   return () => ({ method, path, headers: { authorization }, body: undefined })
 }
 
-/** autocannon's options for one fixed request (scripts/autocannon.d.ts types only what the soak uses). */
+/** autocannon's options for one fixed request (scripts/autocannon.d.ts types only what the tools use). */
 interface FixedRequest {
   method?: string
   headers?: Record<string, string>
@@ -78,21 +76,8 @@ function workload(options: LoadOptions, ids: readonly string[]): Partial<autocan
   if (id === 'list20' || id === 'list100') {
     return { method: 'GET', headers: { authorization: `Bearer ${options.key}` }, url: options.baseUrl + scenario(id).path }
   }
-  if (id !== 'mixed') {
-    const make = requestMaker(id, options, ids)
-    return { requests: [{ setupRequest: (request) => ({ ...request, ...make() }) }] }
-  }
-  const blend = SCENARIOS.map((entry) => ({ weight: entry.soakWeight, make: requestMaker(entry.id, options, ids) }))
-  const total = blend.reduce((sum, entry) => sum + entry.weight, 0)
-  const draw = () => {
-    let point = Math.random() * total
-    for (const entry of blend) {
-      point -= entry.weight
-      if (point < 0) return entry
-    }
-    return blend[0] as (typeof blend)[number]
-  }
-  return { requests: [{ setupRequest: (request) => ({ ...request, ...draw().make() }) }] }
+  const make = requestMaker(id, options, ids)
+  return { requests: [{ setupRequest: (request) => ({ ...request, ...make() }) }] }
 }
 
 function run(options: LoadOptions): Promise<LoadResult> {
@@ -174,7 +159,6 @@ function wrkDuration(text: string | undefined): number {
 }
 
 async function runWrk(options: LoadOptions): Promise<LoadResult> {
-  if (options.scenario === 'mixed') throw new Error('load: the mixed soak runs on autocannon')
   const ids = JSON.parse(fs.readFileSync(options.idsFile, 'utf8')) as string[]
   const script = path.join(path.dirname(options.idsFile), `wrk-${process.pid}.lua`)
   fs.writeFileSync(script, wrkScript(options.scenario, options, ids))
@@ -220,7 +204,7 @@ async function runWrk(options: LoadOptions): Promise<LoadResult> {
 
 try {
   const options = JSON.parse(process.argv[2] ?? '') as LoadOptions
-  const result = options.tool === 'wrk' && options.scenario !== 'mixed' ? await runWrk(options) : await run(options)
+  const result = options.tool === 'wrk' ? await runWrk(options) : await run(options)
   process.stdout.write(JSON.stringify(result) + '\n')
 } catch (error) {
   process.stderr.write(`load: ${error instanceof Error ? error.message : String(error)}\n`)

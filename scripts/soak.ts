@@ -2,15 +2,25 @@
 // minutes, to catch what short tests miss: errors that appear only after a while, and memory that keeps
 // growing. Not part of `npm test`. Usage: `npm run soak [-- --duration 30s|5m]` after `npm run build`.
 import autocannon from 'autocannon'
-import { type ChildProcess, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import readline from 'node:readline'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
-import { freePort } from '../test/processes.js'
-import { BIN, ROOT, createKey, logTail, procStatusKb, round } from './service-process.js'
+import {
+  Interrupted,
+  type PetstoreProcess,
+  ROOT,
+  createKey,
+  createPets,
+  describeExit,
+  guardRun,
+  logTail,
+  procStatusKb,
+  round,
+  startPetstore,
+  stopProcess,
+} from './petstore-process.js'
 
 const RESULTS_DIR = path.join(ROOT, 'soak-results')
 
@@ -150,73 +160,6 @@ function runLoad(options: Omit<autocannon.Options, 'requests'>, key: string, pet
   })
 }
 
-interface ServerProcess {
-  child: ChildProcess
-  pid: number
-  baseUrl: string
-  logPath: string
-  exited: Promise<void>
-  /** Set once the process has exited. */
-  exit?: { code: number | null; signal: NodeJS.Signals | null }
-}
-
-/** `petstore serve` on 127.0.0.1, logging into `logPath`; resolves once /healthz answers. */
-async function startServer(dir: string, env: Record<string, string>, logPath: string): Promise<ServerProcess> {
-  const port = await freePort()
-  const log = fs.openSync(logPath, 'a')
-  // Its own process group: Ctrl-C in the terminal reaches only this script, which then sends the one
-  // SIGTERM (a second signal would make the server skip its graceful shutdown).
-  const child = spawn(process.execPath, [BIN, 'serve'], {
-    cwd: dir,
-    // Metrics stay on, on a port of their own: the default 9464 may be taken by another service here.
-    env: { ...env, HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(await freePort()) },
-    stdio: ['ignore', log, log],
-    detached: true,
-  })
-  fs.closeSync(log)
-  if (child.pid === undefined) throw new Error('could not start petstore serve')
-  const server: ServerProcess = {
-    child,
-    pid: child.pid,
-    baseUrl: `http://127.0.0.1:${port}`,
-    logPath,
-    exited: new Promise((resolve) => {
-      child.once('exit', (code, signal) => {
-        server.exit = { code, signal }
-        resolve()
-      })
-    }),
-  }
-  const deadline = Date.now() + 15_000
-  while (Date.now() < deadline && server.exit === undefined) {
-    try {
-      const response = await fetch(`${server.baseUrl}/healthz`, { signal: AbortSignal.timeout(1_000) })
-      if (response.status === 200) return server
-    } catch {
-      // Not listening yet.
-    }
-    await sleep(100)
-  }
-  if (server.exit !== undefined) throw new Error(`petstore serve exited (${describeExit(server)}) before answering /healthz`)
-  child.kill('SIGKILL')
-  throw new Error('petstore serve did not answer /healthz within 15 s')
-}
-
-/** SIGTERM, then SIGKILL after KILL_AFTER_MS; resolves once the process is gone. */
-async function stopServer(server: ServerProcess): Promise<void> {
-  if (server.exit !== undefined) return
-  server.child.kill('SIGTERM')
-  const killer = setTimeout(() => server.child.kill('SIGKILL'), KILL_AFTER_MS)
-  await server.exited
-  clearTimeout(killer)
-}
-
-function describeExit(server: ServerProcess): string {
-  const exit = server.exit
-  if (exit === undefined) return 'running'
-  return exit.signal === null ? `exit code ${exit.code}` : `killed by ${exit.signal}`
-}
-
 /** Lines in the server log, and how many are at pino's error or fatal level. */
 async function scanLog(logPath: string): Promise<{ lines: number; errorLines: number }> {
   let lines = 0
@@ -226,30 +169,6 @@ async function scanLog(logPath: string): Promise<{ lines: number; errorLines: nu
     if (line.includes('"level":50') || line.includes('"level":60')) errorLines++
   }
   return { lines, errorLines }
-}
-
-/** Creates `count` pets through the API; returns their ids as the server wrote them. */
-async function seedPets(baseUrl: string, key: string, count: number, stop: AbortSignal): Promise<string[]> {
-  const ids: string[] = []
-  let next = 0
-  const seeder = async () => {
-    while (next < count) {
-      const body = petBody(next++)
-      const response = await fetch(`${baseUrl}/v1/pets`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body,
-        signal: AbortSignal.any([stop, AbortSignal.timeout(10_000)]),
-      })
-      const text = await response.text()
-      // The id is read as text: it is an int64 and must reach getPet digit for digit.
-      const id = /"id":(\d+)/.exec(text)?.[1]
-      if (response.status !== 201 || id === undefined) throw new Error(`seeding: POST /v1/pets answered ${response.status}: ${text.slice(0, 200)}`)
-      ids.push(id)
-    }
-  }
-  await Promise.all(Array.from({ length: SEED_CONCURRENCY }, seeder))
-  return ids
 }
 
 interface RssSample {
@@ -290,8 +209,6 @@ function describeRun(run: LoadRun) {
 const count = (n: number) => n.toLocaleString('en-US')
 const mib = (kb: number) => `${(kb / 1024).toFixed(1)} MiB`
 
-class Interrupted extends Error {}
-
 function parseDurationSeconds(text: string): number {
   const match = /^([1-9][0-9]{0,4})(s|m)$/.exec(text)
   const seconds = match === null ? Number.NaN : Number(match[1]) * (match[2] === 'm' ? 60 : 1)
@@ -323,54 +240,48 @@ async function main(): Promise<number> {
 
   const startedAt = new Date()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-soak-'))
-  let server: ServerProcess | undefined
-  const stop = new AbortController()
-
+  let server: PetstoreProcess | undefined
   // Last resort when the orderly path cannot run: a second Ctrl-C, the time bound, an unexpected exit.
-  const hardCleanup = () => {
-    if (server !== undefined && server.exit === undefined) server.child.kill('SIGKILL')
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
-  process.on('exit', hardCleanup)
-  let signalled = false
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.on(signal, () => {
-      if (signalled) {
-        hardCleanup()
-        process.exit(130)
-      }
-      signalled = true
-      console.error(`\nsoak: ${signal}: stopping the load and the server…`)
-      stop.abort(new Interrupted(signal))
-    })
-  }
-  setTimeout(() => {
-    console.error(`soak: still running ${TIME_BOUND_SLACK_MS / 1000} s after the duration; killing the server and giving up.`)
-    hardCleanup()
-    process.exit(1)
-  }, durationS * 1000 + TIME_BOUND_SLACK_MS).unref()
+  const { stop } = guardRun({
+    name: 'soak',
+    hardCleanup: () => {
+      if (server !== undefined && server.exit === undefined) server.child.kill('SIGKILL')
+      fs.rmSync(dir, { recursive: true, force: true })
+    },
+    hardLimitMs: durationS * 1000 + TIME_BOUND_SLACK_MS,
+    timeLimitExitCode: 1,
+    timeLimitMessage: `still running ${TIME_BOUND_SLACK_MS / 1000} s after the duration; killing the server and giving up.`,
+  })
 
   // Only what the run needs: nothing from this shell (a DATABASE_URL, a PETSTORE_ENV) leaks in.
   const env = { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}` }
   const logPath = path.join(dir, 'server.log')
   try {
     const key = await createKey(env, 'soak')
-    server = await startServer(
-      dir,
-      {
+    server = await startPetstore({
+      cwd: dir,
+      env: {
         ...env,
         LOG_LEVEL: 'info',
         // Rate limiting stays on, so its cost is part of what is measured, but never rejects.
         RATE_LIMIT_PER_KEY: '100000000',
         SHUTDOWN_TIMEOUT_MS: '8000',
       },
+      metrics: true,
       logPath,
-    )
+      detached: true,
+      timeoutMs: 15_000,
+    })
     const running = server
-    void running.exited.then(() => stop.abort(new Error(`petstore serve stopped unexpectedly (${describeExit(running)})`)))
+    void running.exited.then((exit) => stop.abort(new Error(`petstore serve stopped unexpectedly (${describeExit(exit)})`)))
     console.log(`soak: server pid ${running.pid} on ${running.baseUrl}, database and log in ${dir}`)
 
-    const petIds = await seedPets(running.baseUrl, key, SEED_PETS, stop.signal)
+    const petIds = await createPets(running.baseUrl, key, {
+      count: SEED_PETS,
+      concurrency: SEED_CONCURRENCY,
+      body: petBody,
+      signal: stop.signal,
+    })
     stop.signal.throwIfAborted()
     console.log(`soak: seeded ${count(petIds.length)} pets; phase 1: peak throughput for ${PEAK_SECONDS} s with ${CONNECTIONS} connections…`)
 
@@ -399,7 +310,7 @@ async function main(): Promise<number> {
     stop.signal.throwIfAborted()
     if (Date.now() - phase2Start - (samples.at(-1)?.atS ?? 0) * 1000 > 1_000) sampleRss()
 
-    await stopServer(running)
+    await stopProcess(running, { killAfterMs: KILL_AFTER_MS })
     const log = await scanLog(logPath)
 
     const start = samples[0] as RssSample
@@ -437,7 +348,7 @@ async function main(): Promise<number> {
         growthSinceStartPct: round(((end.rssKb - start.rssKb) / start.rssKb) * 100, 1),
         samples,
       },
-      server: { logLines: log.lines, errorLogLines: log.errorLines, shutdown: describeExit(running) },
+      server: { logLines: log.lines, errorLogLines: log.errorLines, shutdown: describeExit(running.exit) },
       verdict: pass ? 'PASS' : 'FAIL',
       reasons,
     }
@@ -461,7 +372,7 @@ async function main(): Promise<number> {
         (settled === start
           ? '(end vs start)'
           : `(end vs ${mib(settled.rssKb)} at ${settled.atS} s; ${summary.rss.growthSinceStartPct} % vs start)`),
-      `  server log       ${count(log.lines)} lines, ${count(log.errorLines)} at error level; shutdown: ${describeExit(running)}`,
+      `  server log       ${count(log.lines)} lines, ${count(log.errorLines)} at error level; shutdown: ${describeExit(running.exit)}`,
       ...[...phase1.firstFailures, ...phase2.firstFailures].map((failure) => `  failure          ${failure}`),
       ...Object.entries({ ...phase1.socketErrorsByKind, ...phase2.socketErrorsByKind }).map(([kind, n]) => `  socket error     ${kind} ×${count(n)}`),
       pass
@@ -481,7 +392,7 @@ async function main(): Promise<number> {
     if (fs.existsSync(logPath)) console.error(`last lines of the server log:\n${logTail(logPath)}`)
     return 1
   } finally {
-    if (server !== undefined) await stopServer(server)
+    if (server !== undefined) await stopProcess(server, { killAfterMs: KILL_AFTER_MS })
     fs.rmSync(dir, { recursive: true, force: true })
   }
 }

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test'
 import { ERROR_DESCRIPTIONS } from '../src/errors.js'
 import { OVERLOAD_RETRY_AFTER_S } from '../src/http/load-shedding.js'
 import { createMetrics, type Metrics } from '../src/http/metrics.js'
-import { procStatusKb, round } from '../scripts/service-process.js'
+import { procStatusKb, round } from '../scripts/petstore-process.js'
 import { ENGINES, type TestApp, errorBody, sqliteDatabaseEnv, useTestApp } from './helper.js'
 import {
   type ServerProcess,

@@ -1,29 +1,22 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { once } from 'node:events'
 import fs from 'node:fs'
-import net from 'node:net'
-import { setTimeout as sleep } from 'node:timers/promises'
-import { BIN, tempDir } from './helper.js'
+import {
+  BIN,
+  type PetstoreProcess,
+  type ProcessExit,
+  freePort,
+  startPetstore,
+  stopProcess,
+} from '../scripts/petstore-process.js'
+import { tempDir } from './helper.js'
 
 // Real processes for the suites that spawn the CLI: commands run to their end, free ports,
-// `petstore serve` up and down, and cleanup.
+// `petstore serve` up and down, and cleanup: scripts/petstore-process.ts, tracked for cleanup here.
 // Each test file that uses them calls `after(cleanupProcesses)` at its top level.
 
-/** How a process ended. */
-export interface ProcessExit {
-  code: number | null
-  signal: NodeJS.Signals | null
-}
+export { freePort, type ProcessExit }
 
-export interface ServerProcess {
-  child: ChildProcess
-  port: number
-  baseUrl: string
-  /** Resolves once the process has exited, however it ended. */
-  exited: Promise<ProcessExit>
-  /** Everything the process wrote, for failure messages. */
-  output(): string
-}
+export type ServerProcess = PetstoreProcess
 
 const running = new Set<ChildProcess>()
 const dirs: string[] = []
@@ -51,35 +44,6 @@ export function cleanupProcesses(): void {
   for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
 }
 
-/** A port nobody listens on right now: the kernel picks it, we release it for the server. */
-export async function freePort(): Promise<number> {
-  const probe = net.createServer()
-  probe.listen(0, '127.0.0.1')
-  await once(probe, 'listening')
-  const { port } = probe.address() as net.AddressInfo
-  probe.close()
-  await once(probe, 'close')
-  return port
-}
-
-/** Polls GET /healthz until it answers 200; fails early if the process dies, and after `timeoutMs`. */
-export async function waitUntilHealthy(server: ServerProcess, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (server.child.exitCode !== null || server.child.signalCode !== null) {
-      throw new Error(`server exited before answering /healthz:\n${server.output()}`)
-    }
-    try {
-      const response = await fetch(`${server.baseUrl}/healthz`, { signal: AbortSignal.timeout(1_000) })
-      if (response.status === 200) return
-    } catch {
-      // Not listening yet.
-    }
-    await sleep(50)
-  }
-  throw new Error(`server did not answer /healthz within ${timeoutMs} ms:\n${server.output()}`)
-}
-
 /**
  * Runs `petstore serve` in `dir` on a free port of 127.0.0.1 and resolves once it is healthy.
  * Its environment is PATH, HOST, PORT, LOG_LEVEL=warn, SHUTDOWN_TIMEOUT_MS=5000, METRICS_PORT=off (servers
@@ -93,35 +57,20 @@ export async function startServer(
   args: string[] = [],
   { nodeArgs = [] }: { nodeArgs?: string[] } = {},
 ): Promise<ServerProcess> {
-  const port = await freePort()
-  const child = spawn(process.execPath, [...nodeArgs, BIN, 'serve', ...args], {
+  const server = await startPetstore({
     cwd: dir,
     env: {
       PATH: process.env.PATH ?? '',
-      HOST: '127.0.0.1',
-      PORT: String(port),
       LOG_LEVEL: 'warn',
       SHUTDOWN_TIMEOUT_MS: '5000',
       METRICS_PORT: 'off',
       OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    args,
+    nodeArgs,
   })
-  trackChild(child)
-  let output = ''
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
-  const exited = new Promise<ProcessExit>((resolve) => {
-    child.once('exit', (code, signal) => resolve({ code, signal }))
-  })
-  const server: ServerProcess = { child, port, baseUrl: `http://127.0.0.1:${port}`, exited, output: () => output }
-  try {
-    await waitUntilHealthy(server)
-  } catch (error) {
-    child.kill('SIGKILL')
-    throw error
-  }
+  trackChild(server.child)
   return server
 }
 
@@ -196,11 +145,7 @@ export async function stopServer(
   signal: NodeJS.Signals = 'SIGTERM',
   timeoutMs = 8_000,
 ): Promise<ProcessExit> {
-  server.child.kill(signal)
-  try {
-    return await within(server.exited, timeoutMs, () => `server did not exit after ${signal}:\n${server.output()}`)
-  } catch (error) {
-    server.child.kill('SIGKILL')
-    throw error
-  }
+  const exit = await stopProcess(server, { signal, killAfterMs: timeoutMs })
+  if (exit.killed) throw new Error(`server did not exit after ${signal} (waited ${timeoutMs} ms):\n${server.output()}`)
+  return { code: exit.code, signal: exit.signal }
 }

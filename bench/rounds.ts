@@ -1,0 +1,108 @@
+// The benchmark's load: one load-generator process (load.ts) per measured run, warm-up and
+// interleaved rounds per scenario, and a stop with what came back when a run saw anything but 2xx.
+import { type ChildProcess, spawn } from 'node:child_process'
+import path from 'node:path'
+import { type NodeProcess, ROOT, describeExit, round } from '../scripts/petstore-process.js'
+import type { LoadOptions, LoadResult } from './load.js'
+import type { Round, ScenarioReport } from './report.js'
+import { CONNECTIONS, type Scenario, petBody } from './scenarios.js'
+
+/** Load generators running now; they end by themselves, but not before the hard time bound would. */
+const loadGenerators = new Set<ChildProcess>()
+
+/** The last resort on exit: load generators are detached, so nothing else would end them. */
+export function killLoadGenerators(): void {
+  for (const child of loadGenerators) child.kill('SIGKILL')
+}
+
+/** One load-generator process against one server; its JSON line is the result. */
+async function runLoad(options: LoadOptions, signal: AbortSignal): Promise<LoadResult> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'load.ts'), JSON.stringify(options)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  })
+  loadGenerators.add(child)
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')))
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')))
+  const stop = () => child.kill('SIGTERM')
+  signal.addEventListener('abort', stop, { once: true })
+  const killer = setTimeout(() => child.kill('SIGKILL'), (options.durationS + 30) * 1000)
+  const code = await new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)))
+  loadGenerators.delete(child)
+  clearTimeout(killer)
+  signal.removeEventListener('abort', stop)
+  signal.throwIfAborted()
+  const line = stdout.trim().split('\n').at(-1) ?? ''
+  if (code !== 0 || line === '') throw new Error(`load generator failed (exit ${code}): ${stderr.trim() || stdout.trim()}`)
+  return JSON.parse(line) as LoadResult
+}
+
+/** A round that saw anything but 2xx measured failures, not the service: stop and say what came back. */
+async function assertClean(result: LoadResult, server: string, scenario: Scenario, origin: string, key: string): Promise<void> {
+  if (result.non2xx === 0 && result.errors === 0 && result.requests > 0) return
+  const response = await fetch(origin + scenario.path.replace('{id}', '1'), {
+    method: scenario.method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: scenario.method === 'POST' ? petBody(0, 'probe') : undefined,
+  }).catch((error: Error) => error)
+  const probe =
+    response instanceof Error ? `; a probe failed too: ${response.message}` : `; a probe now gets ${response.status}: ${(await response.text()).slice(0, 300)}`
+  throw new Error(
+    `${server}, ${scenario.label}: ${result.requests} answered, ${result.non2xx} non-2xx, ${result.errors} socket errors ` +
+      `(${result.timeouts} timeouts), status codes ${JSON.stringify(result.statusCodes)}${probe}`,
+  )
+}
+
+export interface Server {
+  name: 'baseline' | 'service'
+  url: string
+  process: NodeProcess
+}
+
+/**
+ * One scenario on both servers: a warm-up on each (discarded), then `rounds` rounds of baseline then
+ * service, each a fresh load generator; the ratio of a round compares two runs seconds apart.
+ */
+export async function measureScenario(
+  scenario: Scenario,
+  servers: readonly [Server, Server],
+  mode: { rounds: number; roundS: number; warmupS: number },
+  run: { key: string; idsFile: string; tool: LoadOptions['tool']; signal: AbortSignal },
+): Promise<Pick<ScenarioReport, 'warmup' | 'rounds'>> {
+  let runs = 0
+  const measure = async (server: Server, durationS: number) => {
+    const result = await runLoad(
+      {
+        baseUrl: server.url,
+        key: run.key,
+        scenario: scenario.id,
+        connections: CONNECTIONS,
+        durationS,
+        idsFile: run.idsFile,
+        // Distinct names per run, so no two creates send the same body.
+        namePrefix: `${server.name}-${scenario.id}-${runs++}`,
+        tool: run.tool,
+      },
+      run.signal,
+    )
+    if (server.process.exit !== undefined) throw new Error(`${server.name} stopped during the run (${describeExit(server.process.exit)})`)
+    await assertClean(result, server.name, scenario, server.url, run.key)
+    return result
+  }
+  const [baseline, service] = servers
+  process.stdout.write(`bench: ${scenario.label}: warm-up ${mode.warmupS} s each`)
+  const warmup = { baseline: await measure(baseline, mode.warmupS), service: await measure(service, mode.warmupS) }
+  const rounds: Round[] = []
+  for (let index = 0; index < mode.rounds; index++) {
+    const baselineResult = await measure(baseline, mode.roundS)
+    const serviceResult = await measure(service, mode.roundS)
+    const ratio = round(serviceResult.requestsPerSecond / baselineResult.requestsPerSecond, 3)
+    rounds.push({ baseline: baselineResult, service: serviceResult, ratio })
+    process.stdout.write(`, round ${index + 1} ${ratio.toFixed(2)}`)
+  }
+  process.stdout.write('\n')
+  return { warmup, rounds }
+}

@@ -1,0 +1,177 @@
+// The benchmark's set-up: dist/ compiled, a key, `petstore serve` with 10,000 pets created through its
+// API, the same pets read back for the baseline, and the baseline started on them.
+import Database from 'better-sqlite3'
+import { execFile } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import {
+  type NodeProcess,
+  type PetstoreProcess,
+  ROOT,
+  createKey,
+  createPets,
+  freePort,
+  procStatusKb,
+  round,
+  spawnNode,
+  startPetstore,
+  waitUntilReady,
+} from '../scripts/petstore-process.js'
+import type { LoadOptions } from './load.js'
+import { count, megabytes, seconds } from './report.js'
+import { petBody } from './scenarios.js'
+
+export const SEED_PETS = 10_000
+const SEED_CONCURRENCY = 16
+const READY_TIMEOUT_MS = 20_000
+
+function newestMtimeMs(dir: string): number {
+  let newest = 0
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) newest = Math.max(newest, fs.statSync(path.join(entry.parentPath, entry.name)).mtimeMs)
+  }
+  return newest
+}
+
+/** Compiles src/ unless dist/ is newer than every source file: the bench measures the code as it is. */
+export async function build(): Promise<void> {
+  const distCli = path.join(ROOT, 'dist', 'cli.js')
+  if (fs.existsSync(distCli) && fs.statSync(distCli).mtimeMs >= newestMtimeMs(path.join(ROOT, 'src'))) {
+    console.log('bench: dist/ is up to date with src/')
+    return
+  }
+  const started = Date.now()
+  try {
+    await promisify(execFile)(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], {
+      cwd: ROOT,
+      timeout: 120_000,
+    })
+  } catch (error) {
+    const output = (error as { stdout?: string }).stdout ?? (error as Error).message
+    throw new Error(`npx tsc -p tsconfig.json failed (run with --no-build to measure dist/ as it is):\n${output.slice(0, 2_000)}`)
+  }
+  console.log(`bench: built dist/ in ${seconds(Date.now() - started)}`)
+}
+
+export interface Pet {
+  id: number
+  name: string
+  categoryId: number
+  status?: string
+}
+
+/**
+ * Every pet, in id order: through the API when listPets pages with `Link: <…>; rel="next"`,
+ * else straight from the SQLite file (read-only), for a service that does not page yet.
+ */
+async function readBack(baseUrl: string, key: string, dbPath: string): Promise<{ pets: Pet[]; source: string }> {
+  const pets: Pet[] = []
+  let url: string | undefined = `${baseUrl}/v1/pets?limit=100`
+  while (url !== undefined) {
+    const response = await fetch(url, { headers: { authorization: `Bearer ${key}` } })
+    const page = (await response.json()) as Pet[]
+    if (response.status !== 200) throw new Error(`reading back: GET ${url} answered ${response.status}`)
+    pets.push(...page)
+    const next = /<([^>]+)>\s*;\s*rel="?next"?/.exec(response.headers.get('link') ?? '')?.[1]
+    url = next === undefined || page.length === 0 ? undefined : new URL(next, baseUrl).href
+  }
+  if (pets.length >= SEED_PETS) return { pets, source: 'the API (Link rel="next" pages)' }
+
+  const db = new Database(dbPath, { readonly: true, fileMustExist: true })
+  try {
+    const rows = db.prepare('SELECT id, name, category_id AS categoryId, status FROM pets ORDER BY id').all() as (Pet & { status: string | null })[]
+    return {
+      pets: rows.map(({ status, ...pet }) => (status === null ? pet : { ...pet, status })),
+      source: 'the SQLite file (listPets does not page yet)',
+    }
+  } finally {
+    db.close()
+  }
+}
+
+export interface Setup {
+  dir: string
+  key: string
+  /** What drives the servers in the measured rounds. */
+  tool: LoadOptions['tool']
+  service: PetstoreProcess
+  serviceLog: string
+  ids: string[]
+  idsFile: string
+  pets: Pet[]
+  /** VmHWM of the service once seeded: a peak reached here is not the measured traffic's. */
+  seeding: { pets: number; seconds: number; readBackFrom: string; servicePeakRssMb: number }
+}
+
+/** Key, service, 10,000 pets through the API, and the same pets on disk for the baseline. */
+export async function setUp(dir: string, started: Set<NodeProcess>, signal: AbortSignal): Promise<Omit<Setup, 'tool'>> {
+  const dbPath = path.join(dir, 'petstore.db')
+  // Only what the run needs: nothing from this shell (a DATABASE_URL, a PETSTORE_ENV) leaks in.
+  const env = { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite://${dbPath}` }
+  const key = await createKey(env, 'bench')
+  const serviceLog = path.join(dir, 'service.log')
+  const service = await startPetstore({
+    cwd: ROOT,
+    env: {
+      ...env,
+      // Every request line is really written, to a file as in production; not dropped by the level.
+      LOG_LEVEL: 'info',
+      // The limiter still runs on every request, so its cost is measured, but never rejects the one key.
+      RATE_LIMIT_PER_KEY: '1000000000',
+      SHUTDOWN_DRAIN_MS: '0',
+    },
+    metrics: true,
+    logPath: serviceLog,
+    detached: true,
+    timeoutMs: READY_TIMEOUT_MS,
+  })
+  started.add(service)
+  void service.exited.then(() => started.delete(service))
+  console.log(`bench: service pid ${service.pid} on ${service.baseUrl}; database and logs in ${dir}`)
+
+  const seedStart = Date.now()
+  await createPets(service.baseUrl, key, { count: SEED_PETS, concurrency: SEED_CONCURRENCY, body: (n) => petBody(n, 'seed'), signal })
+  const seedMs = Date.now() - seedStart
+  const { pets, source } = await readBack(service.baseUrl, key, dbPath)
+  if (pets.length !== SEED_PETS) throw new Error(`read back ${pets.length} pets, expected ${SEED_PETS}`)
+  if (pets.some((pet) => !Number.isSafeInteger(pet.id) || !Number.isSafeInteger(pet.categoryId))) {
+    throw new Error('an id beyond 2^53: the baseline keeps ids as JavaScript numbers')
+  }
+  const ids = pets.map((pet) => String(pet.id))
+  const idsFile = path.join(dir, 'ids.json')
+  fs.writeFileSync(idsFile, JSON.stringify(ids))
+  const servicePeakRssMb = megabytes(procStatusKb(service.pid, 'VmHWM'))
+  console.log(
+    `bench: seeded ${count(SEED_PETS)} pets through POST /v1/pets in ${seconds(seedMs)} (${count(SEED_PETS / (seedMs / 1000))}/s), ` +
+      `read back from ${source}; service peak RSS so far ${servicePeakRssMb.toFixed(1)} MB`,
+  )
+  return {
+    dir,
+    key,
+    service,
+    serviceLog,
+    ids,
+    idsFile,
+    pets,
+    seeding: { pets: SEED_PETS, seconds: round(seedMs / 1000, 1), readBackFrom: source, servicePeakRssMb },
+  }
+}
+
+/** The bare node:http baseline on the seeded pets, in its own process; resolves once it answers. */
+export async function startBaseline(setup: Setup, started: Set<NodeProcess>): Promise<{ process: NodeProcess; url: string }> {
+  const petsFile = path.join(setup.dir, 'pets.json')
+  fs.writeFileSync(petsFile, JSON.stringify(setup.pets))
+  const port = await freePort()
+  const baseline = spawnNode('baseline', ['--import', 'tsx', path.join(import.meta.dirname, 'baseline.ts')], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', PORT: String(port), BENCH_KEY: setup.key, BENCH_PETS_FILE: petsFile },
+    logPath: path.join(setup.dir, 'baseline.log'),
+    detached: true,
+  })
+  started.add(baseline)
+  void baseline.exited.then(() => started.delete(baseline))
+  const url = `http://127.0.0.1:${port}`
+  await waitUntilReady(baseline, `${url}/v1/pets?limit=1`, { headers: { authorization: `Bearer ${setup.key}` }, timeoutMs: READY_TIMEOUT_MS })
+  return { process: baseline, url }
+}

@@ -1,0 +1,299 @@
+// One harness for running `petstore` as a real process, shared by the tools that need one (the soak,
+// scripts/soak.ts; the benchmark, bench/) and by the tests that spawn it (test/processes.ts): free ports,
+// `petstore serve` up, ready and down (SIGTERM, then SIGKILL), a key, memory and the end of a log.
+// It lives with the tools, not under test/, because tools never import from test/; tests may import it.
+// Nothing here tracks processes: each caller keeps what it started and cleans up in its own way.
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import fs from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { promisify } from 'node:util'
+
+export const ROOT = path.resolve(import.meta.dirname, '..')
+export const BIN = path.join(ROOT, 'bin', 'petstore.js')
+
+/** How a process ended. */
+export interface ProcessExit {
+  code: number | null
+  signal: NodeJS.Signals | null
+}
+
+/** A Node process started by `spawnNode`, with its exit recorded. */
+export interface NodeProcess {
+  /** As failure messages name it. */
+  name: string
+  child: ChildProcess
+  pid: number
+  /** Resolves once the process has exited, however it ended. */
+  exited: Promise<ProcessExit>
+  /** Set once the process has exited. */
+  exit?: ProcessExit
+  /** What the process wrote, for failure messages: all of it when piped, the end of its log file otherwise. */
+  output(): string
+}
+
+/** A `petstore serve` started by `startPetstore`. */
+export interface PetstoreProcess extends NodeProcess {
+  port: number
+  baseUrl: string
+}
+
+/** A port nobody listens on right now: the kernel picks it, we release it for the server. */
+export async function freePort(): Promise<number> {
+  const probe = net.createServer()
+  probe.listen(0, '127.0.0.1')
+  await once(probe, 'listening')
+  const { port } = probe.address() as net.AddressInfo
+  probe.close()
+  await once(probe, 'close')
+  return port
+}
+
+/** `count` free ports, all different: each probe releases its port, so the kernel may offer it twice. */
+export async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>()
+  while (ports.size < count) ports.add(await freePort())
+  return [...ports]
+}
+
+/** "exit code 0", "killed by SIGKILL", or "running". */
+export function describeExit(exit: ProcessExit | undefined): string {
+  if (exit === undefined) return 'running'
+  return exit.signal === null ? `exit code ${exit.code}` : `killed by ${exit.signal}`
+}
+
+export interface SpawnOptions {
+  cwd: string
+  /** The whole environment: nothing of this shell leaks in unless the caller passes it. */
+  env: NodeJS.ProcessEnv
+  /** Appends stdout and stderr to this file; without it they are piped and kept in memory. */
+  logPath?: string
+  /**
+   * Its own process group: Ctrl-C in the terminal reaches only the tool, which then sends the one
+   * SIGTERM (a second signal would make the server skip its graceful shutdown).
+   */
+  detached?: boolean
+}
+
+/** `node …args` (the Node running this code), with its exit recorded and its output kept. */
+export function spawnNode(name: string, args: string[], options: SpawnOptions): NodeProcess {
+  const log = options.logPath === undefined ? undefined : fs.openSync(options.logPath, 'a')
+  let child: ChildProcess
+  try {
+    child = spawn(process.execPath, args, {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: log === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', log, log],
+      detached: options.detached === true,
+    })
+  } finally {
+    if (log !== undefined) fs.closeSync(log)
+  }
+  if (child.pid === undefined) throw new Error(`could not start ${name}`)
+  let piped = ''
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (piped += chunk))
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (piped += chunk))
+  const logPath = options.logPath
+  const started: NodeProcess = {
+    name,
+    child,
+    pid: child.pid,
+    exited: new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        started.exit = { code, signal }
+        resolve(started.exit)
+      })
+    }),
+    output: () => (logPath === undefined ? piped : logTail(logPath)),
+  }
+  return started
+}
+
+/**
+ * Polls `url` until it answers 200; fails early, with the process's output, if it exits, and after
+ * `timeoutMs`.
+ */
+export async function waitUntilReady(
+  started: NodeProcess,
+  url: string,
+  { headers = {}, timeoutMs = 10_000 }: { headers?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (started.child.exitCode !== null || started.child.signalCode !== null) {
+      throw new Error(`${started.name} exited before answering ${new URL(url).pathname}:\n${started.output()}`)
+    }
+    try {
+      const response = await fetch(url, { headers, signal: AbortSignal.timeout(1_000) })
+      await response.arrayBuffer()
+      if (response.status === 200) return
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(50)
+  }
+  throw new Error(`${started.name} did not answer ${new URL(url).pathname} within ${timeoutMs} ms:\n${started.output()}`)
+}
+
+export interface StartOptions {
+  cwd: string
+  /** The environment beyond HOST and PORT (127.0.0.1 and a free port), which it may override. */
+  env: Record<string, string>
+  /** After `serve`. */
+  args?: string[]
+  /** To Node itself, before the script. */
+  nodeArgs?: string[]
+  /** Metrics on a free port of their own, as in production; the default 9464 may be taken. */
+  metrics?: boolean
+  logPath?: string
+  detached?: boolean
+  /** How long /healthz may take to answer 200. */
+  timeoutMs?: number
+}
+
+/** `petstore serve` on a free port of 127.0.0.1; resolves once GET /healthz answers 200, else SIGKILLs it. */
+export async function startPetstore(options: StartOptions): Promise<PetstoreProcess> {
+  const [port = 0, metricsPort] = await freePorts(options.metrics === true ? 2 : 1)
+  const env: Record<string, string> = { HOST: '127.0.0.1', PORT: String(port), ...options.env }
+  if (metricsPort !== undefined) env.METRICS_PORT = String(metricsPort)
+  const started = spawnNode('petstore serve', [...(options.nodeArgs ?? []), BIN, 'serve', ...(options.args ?? [])], {
+    cwd: options.cwd,
+    env,
+    logPath: options.logPath,
+    detached: options.detached,
+  })
+  const server: PetstoreProcess = Object.assign(started, { port, baseUrl: `http://127.0.0.1:${port}` })
+  try {
+    await waitUntilReady(server, `${server.baseUrl}/healthz`, { timeoutMs: options.timeoutMs })
+  } catch (error) {
+    server.child.kill('SIGKILL')
+    throw error
+  }
+  return server
+}
+
+/**
+ * Sends `signal` (SIGTERM unless told) and waits for the process to end; SIGKILLs it after `killAfterMs`.
+ * `killed` says whether it had to.
+ */
+export async function stopProcess(
+  started: NodeProcess,
+  { signal = 'SIGTERM', killAfterMs }: { signal?: NodeJS.Signals; killAfterMs: number },
+): Promise<ProcessExit & { killed: boolean }> {
+  if (started.exit !== undefined) return { ...started.exit, killed: false }
+  started.child.kill(signal)
+  let killed = false
+  const killer = setTimeout(() => {
+    killed = true
+    started.child.kill('SIGKILL')
+  }, killAfterMs)
+  const exit = await started.exited
+  clearTimeout(killer)
+  return { ...exit, killed }
+}
+
+/** A new API key in the database of `env`, through the CLI as an operator would make one. */
+export async function createKey(env: Record<string, string>, name: string): Promise<string> {
+  const { stdout } = await promisify(execFile)(process.execPath, [BIN, 'keys', 'create', '--name', name, '--json'], {
+    cwd: ROOT,
+    env,
+    timeout: 30_000,
+  })
+  const key = (JSON.parse(stdout) as { key?: unknown }).key
+  if (typeof key !== 'string') throw new Error(`keys create --json printed no key:\n${stdout}`)
+  return key
+}
+
+/**
+ * Creates `count` pets through the API, as clients would, `concurrency` at a time, with the bodies
+ * `body(n)`; returns their ids as the server wrote them (as text: an id is an int64).
+ */
+export async function createPets(
+  baseUrl: string,
+  key: string,
+  { count, concurrency, body, signal }: { count: number; concurrency: number; body: (n: number) => string; signal: AbortSignal },
+): Promise<string[]> {
+  const ids: string[] = []
+  let next = 0
+  const writer = async () => {
+    while (next < count) {
+      const response = await fetch(`${baseUrl}/v1/pets`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: body(next++),
+        signal: AbortSignal.any([signal, AbortSignal.timeout(10_000)]),
+      })
+      const text = await response.text()
+      const id = /"id":(\d+)/.exec(text)?.[1]
+      if (response.status !== 201 || id === undefined) throw new Error(`seeding: POST /v1/pets answered ${response.status}: ${text.slice(0, 300)}`)
+      ids.push(id)
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, writer))
+  return ids
+}
+
+/** A line of `/proc/<pid>/status`, in KiB: `VmRSS` (resident now) or `VmHWM` (the peak so far). */
+export function procStatusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB$`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))
+  if (match?.[1] === undefined) throw new Error(`no ${field} in /proc/${pid}/status`)
+  return Number(match[1])
+}
+
+/** The last `lines` lines of a log, read from its last 16 KiB only (a long run's log is large). */
+export function logTail(logPath: string, lines = 20): string {
+  try {
+    const size = fs.statSync(logPath).size
+    const buffer = Buffer.alloc(Math.min(size, 16_384))
+    const fd = fs.openSync(logPath, 'r')
+    try {
+      fs.readSync(fd, buffer, 0, buffer.length, size - buffer.length)
+    } finally {
+      fs.closeSync(fd)
+    }
+    return buffer.toString('utf8').trimEnd().split('\n').slice(-lines).join('\n')
+  } catch {
+    return '(no log)'
+  }
+}
+
+export function round(value: number, digits = 0): number {
+  const factor = 10 ** digits
+  return Math.round(value * factor) / factor
+}
+
+/** The reason a run was aborted when a signal interrupted it. */
+export class Interrupted extends Error {}
+
+/**
+ * The last resorts of a tool that runs for minutes: `hardCleanup` on any exit; the first SIGINT, SIGTERM
+ * or SIGHUP aborts `stop` with `Interrupted` so the run winds down in order, a second exits 130 at once;
+ * past `hardLimitMs` it exits with `timeLimitExitCode`.
+ */
+export function guardRun(options: {
+  name: string
+  hardCleanup: () => void
+  hardLimitMs: number
+  timeLimitExitCode: number
+  /** Printed when the time bound is reached. */
+  timeLimitMessage: string
+}): { stop: AbortController; interrupted: () => boolean } {
+  const stop = new AbortController()
+  process.on('exit', options.hardCleanup)
+  let signalled = false
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(signal, () => {
+      if (signalled) process.exit(130)
+      signalled = true
+      console.error(`\n${options.name}: ${signal}: stopping the load and the servers…`)
+      stop.abort(new Interrupted(`interrupted by ${signal}`))
+    })
+  }
+  setTimeout(() => {
+    console.error(`${options.name}: ${options.timeLimitMessage}`)
+    process.exit(options.timeLimitExitCode)
+  }, options.hardLimitMs).unref()
+  return { stop, interrupted: () => signalled }
+}
