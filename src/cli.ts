@@ -9,7 +9,8 @@ import { isWorker, parseWorkers, runPrimary } from './cluster.js'
 import { createDeprecationsService } from './deprecations/deprecations.service.js'
 import { getPetSchema } from './pets/pets.schemas.js'
 import { closeOnSignals, startServer } from './server.js'
-import { openMigratedStorage, type Storage } from './storage/storage.js'
+import { openMigratedStorage } from './storage/open-storage.js'
+import type { Storage } from './storage/storage.js'
 
 export interface CliIo {
   env: Readonly<Record<string, string | undefined>>

@@ -7,7 +7,8 @@ import { isWorker } from './cluster.js'
 import type { Config } from './config.js'
 import { createMetrics } from './http/metrics.js'
 import { type MetricsListener, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
-import { openMigratedStorage, openStorage, type Storage } from './storage/storage.js'
+import { openMigratedStorage, openStorage } from './storage/open-storage.js'
+import type { Storage } from './storage/storage.js'
 
 export interface RunningServer {
   app: FastifyInstance

@@ -6,7 +6,7 @@ import { hashSecret } from '../src/api-keys/api-keys.service.js'
 import { type CliIo, main } from '../src/cli.js'
 import { loadConfig } from '../src/config.js'
 import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
-import { openStorage } from '../src/storage/storage.js'
+import { openStorage } from '../src/storage/open-storage.js'
 import { ROOT, sqliteDatabaseEnv } from './helper.js'
 import { type ServerProcess, cleanupProcesses, runCli, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 
