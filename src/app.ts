@@ -162,7 +162,6 @@ export async function buildApp({
     authenticate: createAuthenticate(apiKeys, limits, metrics.countAuthFailure),
     getPetDeprecation,
     publicBaseUrl: config.publicBaseUrl,
-    petsVersion: storage.pets.version?.bind(storage.pets),
   })
   registerOpenApiRoute(app)
   registerDocsRoutes(app)

@@ -15,8 +15,6 @@ export interface PetsRoutesDeps {
   /** createPet with an `Idempotency-Key` header goes through it. */
   idempotency: IdempotencyService
   authenticate: onRequestAsyncHookHandler
-  /** Changes whenever any pet may have; read answers are cached until it does. See PetsRepository.version. */
-  petsVersion?: () => number
   /** Hooks of the deprecated getPet: headers on every response; the gate counts the call and answers 410 after the sunset. */
   getPetDeprecation: DeprecationHooks
   publicBaseUrl: string
@@ -33,10 +31,10 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
   // Pet, NewPet and the status filter refer to it by name (see Named): the serializer and the document resolve it here.
   app.addSchema(PetStatusSchema)
-  const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl, petsVersion } = deps
+  const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl } = deps
   const petUrl = (pet: Pet) => `${publicBaseUrl}${PETS_PATH}/${pet.id}`
   // Reads are answered from serialised bytes, cached exactly (see createRepresentationCache).
-  const answers = createRepresentationCache(petsVersion)
+  const answers = createRepresentationCache(pets.version)
   const send = (reply: FastifyReply, answer: Representation) => {
     reply.header('etag', answer.etag).type('application/json; charset=utf-8')
     if (answer.link !== undefined) reply.header('link', answer.link)

@@ -15,6 +15,11 @@ export interface PetsService {
   list(query: { limit: number; status?: PetStatus; cursor?: string }): Promise<PetsPage>
   /** The pet with this id; throws `not_found` when there is none. */
   get(id: bigint): Promise<Pet>
+  /**
+   * Changes whenever any pet may have: answers read through this service may be cached until it
+   * does. Absent where the engine cannot tell exactly and cheaply (see PetsRepository.version).
+   */
+  readonly version?: () => number
 }
 
 export function createPetsService(deps: { pets: PetsRepository; clock: Clock }): PetsService {
@@ -34,5 +39,6 @@ export function createPetsService(deps: { pets: PetsRepository; clock: Clock }):
       if (pet === undefined) throw new ApiError('not_found', `No pet has id ${id}.`)
       return pet
     },
+    version: pets.version?.bind(pets),
   }
 }
