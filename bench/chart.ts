@@ -1,7 +1,7 @@
 // Hand-written SVG charts of a benchmark run, readable in any browser: no dependency, and
 // the numbers are printed on the bars, so the picture never has to be measured with a ruler.
 
-export interface ScenarioBars {
+interface ScenarioBars {
   label: string
   targetRatio: number
   /** Median of the per-round ratios, as the tables report it. */

@@ -35,7 +35,7 @@ export const CONNECTIONS = 50
 export const P99_LIMIT_MS = 5
 export const RSS_LIMIT_MB = 120
 
-export const PET_STATUSES = ['available', 'pending', 'sold'] as const
+const PET_STATUSES = ['available', 'pending', 'sold'] as const
 
 /**
  * A valid createPet body, varied: statuses in turn (every fourth pet has none), 50 categories, and

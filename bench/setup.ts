@@ -54,7 +54,7 @@ export async function build(): Promise<void> {
   console.log(`bench: built dist/ in ${seconds(Date.now() - started)}`)
 }
 
-export interface Pet {
+interface Pet {
   id: number
   name: string
   categoryId: number

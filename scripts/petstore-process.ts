@@ -52,7 +52,7 @@ export async function freePort(): Promise<number> {
 }
 
 /** `count` free ports, all different: each probe releases its port, so the kernel may offer it twice. */
-export async function freePorts(count: number): Promise<number[]> {
+async function freePorts(count: number): Promise<number[]> {
   const ports = new Set<number>()
   while (ports.size < count) ports.add(await freePort())
   return [...ports]

@@ -4,7 +4,7 @@ import { type Browser, chromium } from 'playwright-core'
 // A real browser for the tests that need one: Debian's `chromium` package, driven by playwright-core
 // (which downloads nothing). Where it is not installed those tests skip, saying how to get it.
 
-export const CHROMIUM_PATH = '/usr/bin/chromium'
+const CHROMIUM_PATH = '/usr/bin/chromium'
 
 /** `false` when Chromium is installed, else why the browser tests are skipped (for `describe`'s `skip`). */
 export const chromiumSkip: string | false = fs.existsSync(CHROMIUM_PATH)

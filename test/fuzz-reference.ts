@@ -6,7 +6,7 @@
  */
 
 export const BODY_LIMIT_BYTES = 16 * 1024
-export const INT64_MAX = 2n ** 63n - 1n
+const INT64_MAX = 2n ** 63n - 1n
 const NAME_MAX_CODE_POINTS = 200
 const PET_STATUSES: readonly string[] = ['available', 'pending', 'sold']
 const LIMIT_DEFAULT = 20
@@ -38,7 +38,7 @@ export type Scalar = { type: 'string'; value: string } | { type: 'number'; raw: 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y
 const ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' }
 
-export class Invalid extends Error {}
+class Invalid extends Error {}
 
 /**
  * RFC 8259, but only as deep as a valid body (or a pet) goes: a top-level object whose members
@@ -152,7 +152,7 @@ function hasLoneSurrogate(text: string): boolean {
 }
 
 /** Why `name` breaks the README's rule for names, or undefined if it keeps it. */
-export function nameProblem(name: string): string | undefined {
+function nameProblem(name: string): string | undefined {
   if (hasLoneSurrogate(name)) return 'a lone surrogate'
   if (name.includes('\u0000')) return 'U+0000'
   const codePoints = [...name].map((char) => char.codePointAt(0) ?? 0)
@@ -162,7 +162,7 @@ export function nameProblem(name: string): string | undefined {
 }
 
 /** Decimal digits of an integer in [minimum, maximum], with no sign, leading zero or exponent. */
-export function isIntegerDigits(text: string, minimum: bigint, maximum: bigint): boolean {
+function isIntegerDigits(text: string, minimum: bigint, maximum: bigint): boolean {
   return /^[1-9][0-9]*$/.test(text) && text.length <= 20 && BigInt(text) >= minimum && BigInt(text) <= maximum
 }
 

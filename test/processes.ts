@@ -22,7 +22,7 @@ const running = new Set<ChildProcess>()
 const dirs: string[] = []
 
 /** Has `child` SIGKILLed by `cleanupProcesses` if it is still running then. */
-export function trackChild(child: ChildProcess): ChildProcess {
+function trackChild(child: ChildProcess): ChildProcess {
   running.add(child)
   child.once('exit', () => running.delete(child))
   return child

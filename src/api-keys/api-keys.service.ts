@@ -5,7 +5,7 @@ import { KEY_PREFIX, SECRET_LENGTH } from './api-keys.format.js'
 import type { ApiKey, ApiKeysRepository } from './api-keys.repository.js'
 
 /** `last used` is written at most this often per key, so that requests do not each cost a write. */
-export const LAST_USED_RESOLUTION_MS = 60_000
+const LAST_USED_RESOLUTION_MS = 60_000
 
 /**
  * How long a key that authenticated is trusted from memory before it is read again. A revocation
@@ -32,7 +32,7 @@ export function hashSecret(secret: string): string {
   return hash('sha256', secret, 'hex')
 }
 
-export interface CreatedApiKey {
+interface CreatedApiKey {
   key: ApiKey
   /** The full key. It exists only here: the service keeps its SHA-256 hash. */
   secret: string

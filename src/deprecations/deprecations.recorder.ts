@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js'
 import type { DeprecatedCalls, DeprecationsRepository } from './deprecations.repository.js'
 
 /** How often counts are written by default: the report is at most this far behind. */
-export const DEPRECATION_FLUSH_INTERVAL_MS = 10_000
+const DEPRECATION_FLUSH_INTERVAL_MS = 10_000
 
 /**
  * Counts calls to deprecated operations in memory and writes them in batches, so that a call

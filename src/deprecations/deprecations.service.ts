@@ -4,7 +4,7 @@ import type { DeprecatedCaller, DeprecationsRepository } from './deprecations.re
 const DAY_MS = 86_400_000
 
 /** Who still calls a deprecated operation, and how long they have left. */
-export interface DeprecationReport {
+interface DeprecationReport {
   operation: string
   sunset: Date
   /** Whole days until the sunset, rounded up: 0 exactly when the sunset has passed. */

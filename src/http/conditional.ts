@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
  * Responses to reads may be kept by the client's own cache (never a shared one: they answer one
  * key) but must be revalidated before each reuse; with the ETag, that revalidation is a 304.
  */
-export const READ_CACHE_CONTROL = 'private, no-cache'
+const READ_CACHE_CONTROL = 'private, no-cache'
 
 /** `If-None-Match` uses the weak comparison of RFC 9110 §8.8.3.2: `W/` prefixes do not matter. */
 export function matchesIfNoneMatch(header: string | undefined, etag: string): boolean {

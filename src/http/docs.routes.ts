@@ -5,14 +5,14 @@ import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { OPENAPI_PATH } from './openapi.js'
 
-export const DOCS_PATH = '/docs'
+const DOCS_PATH = '/docs'
 
 /**
  * Everything the page may load, and nothing from another host: the service runs on networks
  * without internet, and a page that can reach nowhere else cannot leak a pasted key either.
  * swagger-ui sets inline `style` attributes and draws icons from `data:` URIs in its CSS.
  */
-export const DOCS_CONTENT_SECURITY_POLICY = [
+const DOCS_CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self' 'unsafe-inline'",

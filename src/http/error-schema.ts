@@ -44,7 +44,7 @@ export function errorResponse(description: string, headers: Headers = {}): TSche
   return errorBody(description, { ...headers, ...RATE_LIMIT_HEADERS })
 }
 
-export const WWW_AUTHENTICATE_HEADER = {
+const WWW_AUTHENTICATE_HEADER = {
   'WWW-Authenticate': Type.String({
     description: 'Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid.',
   }),

@@ -6,7 +6,7 @@ import { ApiError, ERROR_DESCRIPTIONS } from '../errors.js'
 import { sendError } from './error-handler.js'
 
 /** Which measurement was over its threshold when a request was shed. */
-export type OverloadReason = 'event-loop-delay' | 'heap'
+type OverloadReason = 'event-loop-delay' | 'heap'
 
 /** Counts a request answered 503 `overloaded`, for the metrics; the shedding never sees the registry. */
 export type CountOverloaded = (reason: OverloadReason) => void

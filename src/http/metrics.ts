@@ -7,7 +7,7 @@ import type { PoolStats } from '../storage/storage.js'
 import type { CountOverloaded } from './load-shedding.js'
 
 /** The series the request hook records into. */
-export interface HttpMetrics {
+interface HttpMetrics {
   readonly requests: Counter<'method' | 'route' | 'status'>
   readonly duration: Histogram<'method' | 'route' | 'status'>
 }
@@ -41,7 +41,7 @@ interface RequestSeries {
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
 
 /** A route label for requests that matched no route: their raw URLs would be unbounded. */
-export const UNMATCHED_ROUTE = 'unmatched'
+const UNMATCHED_ROUTE = 'unmatched'
 
 /**
  * Creates a registry of its own (never prom-client's global one) with every metric of the

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox'
 import { withRule } from '../http/schema-types.js'
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.policy.js'
 
-export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
+const IDEMPOTENCY_KEY_MAX_LENGTH = 255
 
 const retentionHours = IDEMPOTENCY_RETENTION_MS / 3_600_000
 

@@ -20,7 +20,7 @@ export function createPetFingerprint(pet: NewPet): string {
   return createHash('sha256').update(canonical).digest('hex')
 }
 
-export interface IdempotentResponse {
+interface IdempotentResponse {
   response: StoredResponse
   /** True when the response is that of an earlier request with the same key. */
   replayed: boolean

@@ -12,9 +12,9 @@ import { INT64_MAX } from '../int64.js'
 import { IdempotencyKeyHeadersSchema, IdempotentReplayedHeader } from '../idempotency/idempotency.schemas.js'
 import { PET_STATUSES } from './pets.repository.js'
 
-export const NAME_MAX_LENGTH = 200
+const NAME_MAX_LENGTH = 200
 export const LIMIT_DEFAULT = 20
-export const LIMIT_MAX = 100
+const LIMIT_MAX = 100
 
 /** A named component of the document, as in the specification: clients generated from it import a `PetStatus` type. */
 export const PetStatusSchema = StringEnum(PET_STATUSES, { $id: 'PetStatus', description: 'Availability status of an animal.' })

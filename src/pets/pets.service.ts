@@ -3,7 +3,7 @@ import { ApiError } from '../errors.js'
 import { decodeCursor, encodeCursor } from './pets.cursor.js'
 import type { NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
 
-export interface PetsPage {
+interface PetsPage {
   pets: Pet[]
   /** The cursor of the next page; absent on the last one. */
   next?: string
