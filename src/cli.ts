@@ -3,7 +3,7 @@ import type { ApiKey } from './api-keys/api-keys.repository.js'
 import { createApiKeysService, type RotationRefusal } from './api-keys/api-keys.service.js'
 import { buildApp, GET_PET_SUNSET } from './app.js'
 import { systemClock } from './clock.js'
-import { CONFIG_VARIABLES, type Config, ConfigError, loadConfig } from './config.js'
+import { CONFIG_NAMES, type Config, ConfigError, describeVariable, loadConfig } from './config.js'
 import { createLogger } from './logger.js'
 import { isWorker, parseWorkers, runPrimary } from './cluster.js'
 import { createDeprecationsService } from './deprecations/deprecations.service.js'
@@ -53,9 +53,7 @@ Runs the HTTP service (applying pending migrations first).
   --workers N   N processes sharing the port (node:cluster); auto = one per core. Default 1.
 
 It reads these environment variables:
-${Object.entries(CONFIG_VARIABLES)
-  .map(([name, meaning]) => `  ${name.padEnd(22)}${meaning}`)
-  .join('\n')}`,
+${table(CONFIG_NAMES.map((name) => ['', name, describeVariable(name)]))}`,
   migrate: 'Usage: petstore migrate\n\nApplies pending migrations to the database of DATABASE_URL (creating it if needed).',
   openapi: 'Usage: petstore openapi\n\nPrints the OpenAPI 3.1 document the service serves at /v1/openapi.json.',
   deprecations: `Usage: petstore deprecations [--json]

@@ -1,7 +1,10 @@
 import path from 'node:path'
 
-export type Environment = 'production' | 'staging'
-export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+const ENVIRONMENTS = ['production', 'staging'] as const
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+
+export type Environment = (typeof ENVIRONMENTS)[number]
+export type LogLevel = (typeof LOG_LEVELS)[number]
 
 export type DatabaseConfig =
   | { engine: 'sqlite'; path: string }
@@ -64,51 +67,164 @@ export class ConfigError extends Error {
   }
 }
 
-/** Every variable the service reads, with its meaning and default, for the README and `.env.example`. */
+/** One configuration variable: what it means, what it accepts and what it is when unset. */
+export type ConfigVariable = {
+  /** What it means; the range and default are appended from the fields below. */
+  readonly describe: string
+  /** Inclusive bounds of an integer variable, enforced by `loadConfig`. */
+  readonly min?: number
+  readonly max?: number
+  /** The only values a variable accepts. */
+  readonly values?: readonly string[]
+} & (
+  | {
+      /** The value used when unset, as it would be written in the environment; it goes through the same checks. */
+      readonly default: string
+      readonly unset?: never
+    }
+  | {
+      /** What an unset variable means, where that is no single value: a derived default, or none at all. */
+      readonly unset: string
+      readonly default?: never
+    }
+)
+
+/**
+ * Every variable the service reads, written once: `loadConfig` takes its range and default from here,
+ * `petstore serve --help` prints it, and a test checks the README table and `.env.example` against it.
+ */
 export const CONFIG_VARIABLES = {
-  PORT: 'TCP port to listen on (1-65535). Default 8080.',
-  HOST: 'Address to listen on. Default 0.0.0.0 (all interfaces).',
-  DATABASE_URL:
-    'Unset: SQLite at ./data/petstore.db. `sqlite:///abs/path.db` for another SQLite file; `postgres://user:password@host:5432/db` (or `postgresql://`) for PostgreSQL.',
-  DATABASE_POOL_SIZE: 'PostgreSQL connections per process (1-1000). Default 10.',
-  PETSTORE_ENV: '`production` (keys `ps_live_…`) or `staging` (keys `ps_test_…`). Default production.',
-  PUBLIC_BASE_URL: 'Public origin of this deployment, e.g. https://api.example.com. Default http://localhost:PORT.',
-  PRODUCTION_BASE_URL: 'Origin of production, listed in the OpenAPI servers. Default PUBLIC_BASE_URL when PETSTORE_ENV=production.',
-  STAGING_BASE_URL: 'Origin of staging, listed in the OpenAPI servers. Default PUBLIC_BASE_URL when PETSTORE_ENV=staging.',
-  LOG_LEVEL: 'fatal, error, warn, info, debug, trace or silent. Default info.',
-  GETPET_DEPRECATED_AT: 'ISO 8601 instant getPet was deprecated (the `Deprecation` header). Default 2026-11-22T00:00:00Z.',
-  SHUTDOWN_TIMEOUT_MS: 'How long SIGTERM/SIGINT waits for in-flight requests before giving up. Default 10000.',
-  SHUTDOWN_DRAIN_MS:
-    'On SIGTERM/SIGINT, how long the server still accepts connections (answering /readyz 503, closing each connection after its response) before it stops listening (0-60000). Default 1000.',
-  RATE_LIMIT_PER_KEY: 'Requests per minute per API key (0 = no limit). Default 1200.',
-  RATE_LIMIT_FAILED_AUTH_PER_IP: 'Failed authentications per minute per client address (0 = no limit). Default 30.',
-  REDIS_URL: 'Unset: rate-limit counters in memory, per process. `redis://host:6379` to share them between instances.',
-  TRUST_PROXY:
-    'Unset: the client address is the TCP peer. `true`, a hop count, or comma-separated proxy addresses/CIDRs whose X-Forwarded-For is trusted.',
-  REQUEST_TIMEOUT_MS: 'Time allowed to receive a whole request, headers and body (1000-600000). Default 10000.',
-  HEADERS_TIMEOUT_MS: 'Time allowed to receive the request headers (1000-600000, at most REQUEST_TIMEOUT_MS). Default 5000.',
-  KEEP_ALIVE_TIMEOUT_MS: 'An idle keep-alive connection is closed after this long (1000-600000). Default 5000.',
-  METRICS_PORT: 'TCP port of the Prometheus metrics listener (1-65535, not PORT), or `off`. Default 9464.',
-  METRICS_HOST: 'Address the metrics listener listens on. Default HOST.',
-  LISTEN_BACKLOG:
-    'Connections the kernel queues for the API port until the service accepts them (1-65535; Linux caps it at net.core.somaxconn). Default 4096.',
-  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS:
-    'New requests are answered 503 `overloaded` while the mean event-loop delay over the last sample is above this (0 = off, else 1-60000). Default 100.',
-  OVERLOAD_MAX_HEAP_MB:
-    'New requests are answered 503 `overloaded` while the V8 heap in use is above this many MiB (0 = off, else 1-1048576). Default 90 % of the heap limit (`--max-old-space-size`, or what Node derives from the memory available).',
-} as const
+  PORT: { describe: 'TCP port to listen on', min: 1, max: 65535, default: '8080' },
+  HOST: { describe: 'Address to listen on; 0.0.0.0 is all interfaces', default: '0.0.0.0' },
+  DATABASE_URL: {
+    describe:
+      '`sqlite:///abs/path.db` for another SQLite file; `postgres://user:password@host:5432/db` (or `postgresql://`) for PostgreSQL',
+    unset: 'Unset: SQLite at ./data/petstore.db',
+  },
+  DATABASE_POOL_SIZE: { describe: 'PostgreSQL connections per process', min: 1, max: 1000, default: '10' },
+  PETSTORE_ENV: { describe: 'Keys are `ps_live_…` in production, `ps_test_…` in staging', values: ENVIRONMENTS, default: 'production' },
+  PUBLIC_BASE_URL: { describe: 'Public origin of this deployment, e.g. https://api.example.com', unset: 'Default http://localhost:PORT' },
+  PRODUCTION_BASE_URL: {
+    describe: 'Origin of production, listed in the OpenAPI servers',
+    unset: 'Default PUBLIC_BASE_URL when PETSTORE_ENV=production',
+  },
+  STAGING_BASE_URL: { describe: 'Origin of staging, listed in the OpenAPI servers', unset: 'Default PUBLIC_BASE_URL when PETSTORE_ENV=staging' },
+  LOG_LEVEL: { describe: 'The least severe level logged', values: LOG_LEVELS, default: 'info' },
+  GETPET_DEPRECATED_AT: {
+    describe: 'ISO 8601 instant getPet was deprecated (the `Deprecation` header)',
+    default: '2026-11-22T00:00:00Z',
+  },
+  SHUTDOWN_TIMEOUT_MS: {
+    describe: 'How long SIGTERM/SIGINT waits for in-flight requests before giving up',
+    min: 0,
+    max: 3_600_000,
+    default: '10000',
+  },
+  SHUTDOWN_DRAIN_MS: {
+    describe:
+      'On SIGTERM/SIGINT, how long the server still accepts connections (answering /readyz 503, closing each connection after its response) before it stops listening',
+    min: 0,
+    max: 60_000,
+    default: '1000',
+  },
+  RATE_LIMIT_PER_KEY: { describe: 'Requests per minute per API key; 0 = no limit', min: 0, max: 1_000_000_000, default: '1200' },
+  RATE_LIMIT_FAILED_AUTH_PER_IP: {
+    describe: 'Failed authentications per minute per client address; 0 = no limit',
+    min: 0,
+    max: 1_000_000_000,
+    default: '30',
+  },
+  REDIS_URL: {
+    describe: '`redis://host:6379` (or `rediss://`) to share them between instances',
+    unset: 'Unset: rate-limit counters in memory, per process',
+  },
+  TRUST_PROXY: {
+    describe: '`true`, a hop count, or comma-separated proxy addresses/CIDRs whose X-Forwarded-For is trusted',
+    unset: 'Unset: the client address is the TCP peer',
+  },
+  REQUEST_TIMEOUT_MS: {
+    describe: 'Time allowed to receive a whole request, headers and body',
+    min: 1_000,
+    max: 600_000,
+    default: '10000',
+  },
+  HEADERS_TIMEOUT_MS: {
+    describe: 'Time allowed to receive the request headers, at most REQUEST_TIMEOUT_MS',
+    min: 1_000,
+    max: 600_000,
+    default: '5000',
+  },
+  KEEP_ALIVE_TIMEOUT_MS: {
+    describe: 'An idle keep-alive connection is closed after this long',
+    min: 1_000,
+    max: 600_000,
+    default: '5000',
+  },
+  METRICS_PORT: {
+    describe: 'TCP port of the Prometheus metrics listener, not PORT; `off` for none',
+    min: 1,
+    max: 65535,
+    default: '9464',
+  },
+  METRICS_HOST: { describe: 'Address the metrics listener listens on', unset: 'Default HOST' },
+  LISTEN_BACKLOG: {
+    describe:
+      'Connections the kernel queues for the API port until the service accepts them; Linux caps it at net.core.somaxconn',
+    min: 1,
+    max: 65535,
+    default: '4096',
+  },
+  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: {
+    describe: 'New requests are answered 503 `overloaded` while the mean event-loop delay over the last sample is above this; 0 = off',
+    min: 0,
+    max: 60_000,
+    default: '100',
+  },
+  OVERLOAD_MAX_HEAP_MB: {
+    describe: 'New requests are answered 503 `overloaded` while the V8 heap in use is above this many MiB; 0 = off',
+    min: 0,
+    max: 1_048_576,
+    unset: 'Default 90 % of the heap limit (`--max-old-space-size`, or what Node derives from the memory available)',
+  },
+} as const satisfies Record<string, ConfigVariable>
+
+type Table = typeof CONFIG_VARIABLES
+type VariableName = keyof Table
+type IntegerName = { [N in VariableName]: Table[N] extends { min: number } ? N : never }[VariableName]
+type WithDefault = { [N in VariableName]: Table[N] extends { default: string } ? N : never }[VariableName]
+type OneOfName = { [N in VariableName]: Table[N] extends { values: readonly string[] } ? N : never }[VariableName]
+
+/** The names of `CONFIG_VARIABLES`, in its order. */
+export const CONFIG_NAMES = Object.keys(CONFIG_VARIABLES) as readonly VariableName[]
+
+/** What a variable accepts, as the help and the docs say it: `1-65535`, `production or staging`, or undefined. */
+export function variableRange(name: VariableName): string | undefined {
+  const variable: ConfigVariable = CONFIG_VARIABLES[name]
+  if (variable.values !== undefined) return `${variable.values.slice(0, -1).join(', ')} or ${variable.values.at(-1)}`
+  return variable.min === undefined ? undefined : `${variable.min}-${variable.max}`
+}
+
+/** What an unset variable means: `Default 8080`, `Default HOST`, `Unset: …`. */
+export function variableDefault(name: VariableName): string {
+  const variable: ConfigVariable = CONFIG_VARIABLES[name]
+  return variable.default === undefined ? variable.unset : `Default ${variable.default}`
+}
+
+/** One line of documentation for `name`, as `petstore serve --help` prints it. */
+export function describeVariable(name: VariableName): string {
+  const range = variableRange(name)
+  return `${CONFIG_VARIABLES[name].describe}${range === undefined ? '' : ` (${range})`}. ${variableDefault(name)}.`
+}
 
 type Env = Readonly<Record<string, string | undefined>>
-
-const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
 /**
  * Reads and validates the configuration once; the result is frozen.
  * `cwd` anchors the default SQLite path.
  */
 export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
-  const port = integerVar(env, 'PORT', 8080, 1, 65535)
-  const environment = oneOf(env, 'PETSTORE_ENV', ['production', 'staging'] as const, 'production')
+  const port = integerVar(env, 'PORT')
+  const environment = oneOf(env, 'PETSTORE_ENV')
   const publicBaseUrl = originVar(env, 'PUBLIC_BASE_URL') ?? `http://localhost:${port}`
   const servers: Partial<Record<Environment, string>> = {}
   const production = originVar(env, 'PRODUCTION_BASE_URL') ?? (environment === 'production' ? publicBaseUrl : undefined)
@@ -116,7 +232,8 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
   if (production !== undefined) servers.production = production
   if (staging !== undefined) servers.staging = staging
 
-  const host = nonEmpty(env, 'HOST') ?? '0.0.0.0'
+  const host = textOrDefault(env, 'HOST')
+  const maxHeapUsedMb = nonEmpty(env, 'OVERLOAD_MAX_HEAP_MB')
 
   return Object.freeze({
     port,
@@ -125,33 +242,31 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
     environment,
     publicBaseUrl,
     servers: Object.freeze(servers),
-    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
-    getPetDeprecatedAt: instantVar(env, 'GETPET_DEPRECATED_AT', '2026-11-22T00:00:00Z'),
-    shutdownTimeoutMs: integerVar(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
-    shutdownDrainMs: integerVar(env, 'SHUTDOWN_DRAIN_MS', 1_000, 0, 60_000),
+    logLevel: oneOf(env, 'LOG_LEVEL'),
+    getPetDeprecatedAt: instantVar(env, 'GETPET_DEPRECATED_AT'),
+    shutdownTimeoutMs: integerVar(env, 'SHUTDOWN_TIMEOUT_MS'),
+    shutdownDrainMs: integerVar(env, 'SHUTDOWN_DRAIN_MS'),
     rateLimits: Object.freeze({
-      perKeyPerMinute: integerVar(env, 'RATE_LIMIT_PER_KEY', 1200, 0, 1_000_000_000),
-      failedAuthPerMinute: integerVar(env, 'RATE_LIMIT_FAILED_AUTH_PER_IP', 30, 0, 1_000_000_000),
+      perKeyPerMinute: integerVar(env, 'RATE_LIMIT_PER_KEY'),
+      failedAuthPerMinute: integerVar(env, 'RATE_LIMIT_FAILED_AUTH_PER_IP'),
       redisUrl: redisVar(env),
     }),
     trustProxy: trustProxyVar(env),
     timeouts: timeoutsVar(env),
     metrics: metricsVar(env, port, host),
-    listenBacklog: integerVar(env, 'LISTEN_BACKLOG', 4096, 1, 65535),
+    listenBacklog: integerVar(env, 'LISTEN_BACKLOG'),
     overload: Object.freeze({
-      maxEventLoopDelayMs: integerVar(env, 'OVERLOAD_MAX_EVENT_LOOP_DELAY_MS', 100, 0, 60_000),
-      maxHeapUsedMb: nonEmpty(env, 'OVERLOAD_MAX_HEAP_MB') === undefined ? undefined : integerVar(env, 'OVERLOAD_MAX_HEAP_MB', 0, 0, 1_048_576),
+      maxEventLoopDelayMs: integerVar(env, 'OVERLOAD_MAX_EVENT_LOOP_DELAY_MS'),
+      // Unset is not a number: the server derives it from the heap limit of the process that serves.
+      maxHeapUsedMb: maxHeapUsedMb === undefined ? undefined : integer('OVERLOAD_MAX_HEAP_MB', maxHeapUsedMb),
     }),
   })
 }
 
 function metricsVar(env: Env, port: number, host: string): Config['metrics'] {
-  const text = nonEmpty(env, 'METRICS_PORT') ?? '9464'
+  const text = textOrDefault(env, 'METRICS_PORT')
   if (text === 'off') return undefined
-  const metricsPort = Number(text)
-  if (!/^\d+$/.test(text) || metricsPort < 1 || metricsPort > 65535) {
-    throw new ConfigError('METRICS_PORT', `must be an integer from 1 to 65535, or off, got "${text}"`)
-  }
+  const metricsPort = integer('METRICS_PORT', text, ', or off')
   if (metricsPort === port) throw new ConfigError('METRICS_PORT', `must differ from PORT (${port}), or be off`)
   return Object.freeze({ port: metricsPort, host: nonEmpty(env, 'METRICS_HOST') ?? host })
 }
@@ -175,38 +290,47 @@ function trustProxyVar(env: Env): boolean | number | string {
 }
 
 function timeoutsVar(env: Env): Config['timeouts'] {
-  const requestMs = integerVar(env, 'REQUEST_TIMEOUT_MS', 10_000, 1_000, 600_000)
-  const headersMs = integerVar(env, 'HEADERS_TIMEOUT_MS', 5_000, 1_000, 600_000)
+  const requestMs = integerVar(env, 'REQUEST_TIMEOUT_MS')
+  const headersMs = integerVar(env, 'HEADERS_TIMEOUT_MS')
   if (headersMs > requestMs) {
     throw new ConfigError('HEADERS_TIMEOUT_MS', `must not exceed REQUEST_TIMEOUT_MS (${requestMs}), got ${headersMs}`)
   }
-  return Object.freeze({ requestMs, headersMs, keepAliveMs: integerVar(env, 'KEEP_ALIVE_TIMEOUT_MS', 5_000, 1_000, 600_000) })
+  return Object.freeze({ requestMs, headersMs, keepAliveMs: integerVar(env, 'KEEP_ALIVE_TIMEOUT_MS') })
 }
 
-function nonEmpty(env: Env, name: string): string | undefined {
+function nonEmpty(env: Env, name: VariableName): string | undefined {
   const value = env[name]
   return value === undefined || value.trim() === '' ? undefined : value.trim()
 }
 
-function integerVar(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const text = nonEmpty(env, name)
-  if (text === undefined) return fallback
+/** The variable's text, or the default of the table when it is unset or blank. */
+function textOrDefault(env: Env, name: WithDefault): string {
+  return nonEmpty(env, name) ?? CONFIG_VARIABLES[name].default
+}
+
+function integerVar(env: Env, name: IntegerName & WithDefault): number {
+  return integer(name, textOrDefault(env, name))
+}
+
+/** `text` as an integer within the range of `name` in the table; `alternative` names what else it may be. */
+function integer(name: IntegerName, text: string, alternative = ''): number {
+  const { min, max } = CONFIG_VARIABLES[name]
   if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
-    throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${text}"`)
+    throw new ConfigError(name, `must be an integer from ${min} to ${max}${alternative}, got "${text}"`)
   }
   return Number(text)
 }
 
-function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
-  const text = nonEmpty(env, name)
-  if (text === undefined) return fallback
-  if (!(allowed as readonly string[]).includes(text)) {
+function oneOf<N extends OneOfName>(env: Env, name: N): Table[N]['values'][number] {
+  const text = textOrDefault(env, name)
+  const allowed: readonly string[] = CONFIG_VARIABLES[name].values
+  if (!allowed.includes(text)) {
     throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${text}"`)
   }
-  return text as T
+  return text as Table[N]['values'][number]
 }
 
-function originVar(env: Env, name: string): string | undefined {
+function originVar(env: Env, name: VariableName): string | undefined {
   const text = nonEmpty(env, name)
   if (text === undefined) return undefined
   let url: URL
@@ -221,8 +345,8 @@ function originVar(env: Env, name: string): string | undefined {
   return url.href.replace(/\/+$/, '')
 }
 
-function instantVar(env: Env, name: string, fallback: string): Date {
-  const text = nonEmpty(env, name) ?? fallback
+function instantVar(env: Env, name: WithDefault): Date {
+  const text = textOrDefault(env, name)
   const date = new Date(text)
   if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(date.getTime())) {
     throw new ConfigError(name, `must be an ISO 8601 date-time such as 2026-11-22T00:00:00Z, got "${text}"`)
@@ -246,7 +370,7 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
     } catch {
       throw new ConfigError('DATABASE_URL', `is not a valid URL (got "${withoutPassword(text)}")`)
     }
-    return { engine: 'postgres', url: text, poolSize: integerVar(env, 'DATABASE_POOL_SIZE', 10, 1, 1000) }
+    return { engine: 'postgres', url: text, poolSize: integerVar(env, 'DATABASE_POOL_SIZE') }
   }
   throw new ConfigError(
     'DATABASE_URL',

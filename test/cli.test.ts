@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { after, describe, it } from 'node:test'
 import { hashSecret } from '../src/api-keys/api-keys.service.js'
 import { type CliIo, main } from '../src/cli.js'
-import { loadConfig } from '../src/config.js'
+import { CONFIG_NAMES, describeVariable, loadConfig } from '../src/config.js'
 import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../src/storage/open-storage.js'
 import { ROOT, sqliteDatabaseEnv } from './helper.js'
@@ -300,6 +300,16 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       const result = await runCli(['keys', 'create', '--help'], {}, dir)
       assert.equal(result.code, 0, result.stderr)
       for (const option of ['--name', '--expires-in', '--json']) assert.ok(result.stdout.includes(option), option)
+    })
+
+    it('prints every configuration variable in serve --help, its name apart from its meaning', async () => {
+      const result = await runCli(['serve', '--help'], {}, fresh().dir)
+      assert.equal(result.code, 0, result.stderr)
+      for (const name of CONFIG_NAMES) {
+        const line = result.stdout.split('\n').find((text) => text.startsWith(`  ${name} `))
+        assert.ok(line !== undefined, `${name} is missing or runs into its meaning:\n${result.stdout}`)
+        assert.equal(line.slice(2 + name.length).trim(), describeVariable(name))
+      }
     })
 
     it('exits 2 with a message on stderr for an unknown command', async () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config.js'
+import { CONFIG_NAMES, CONFIG_VARIABLES, type ConfigVariable, ConfigError, loadConfig, variableDefault, variableRange } from '../src/config.js'
 import { ROOT } from './helper.js'
 
 describe('configuration', () => {
@@ -116,4 +116,55 @@ describe('configuration', () => {
       assert.match(example, new RegExp(`^#? ?${variable}=`, 'm'), `.env.example lacks ${variable}`)
     }
   })
+
+  it('gives every variable in the README and .env.example the range and default of the table', () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n')
+    const example = fs.readFileSync(path.join(ROOT, '.env.example'), 'utf8').split('\n')
+    for (const name of CONFIG_NAMES) {
+      const row = readme.find((line) => line.startsWith(`| \`${name}\` |`))
+      assert.ok(row !== undefined, `README lacks ${name}`)
+      const range = variableRange(name)
+      if (range !== undefined) assert.match(row, standalone(range), `README: the range of ${name} is not ${range}`)
+      assert.match(row, standalone(variableDefault(name)), `README: ${name} does not say "${variableDefault(name)}"`)
+
+      const at = example.findIndex((line) => new RegExp(`^#? ?${name}=`).test(line))
+      assert.notEqual(at, -1, `.env.example lacks ${name}`)
+      const { default: value }: ConfigVariable = CONFIG_VARIABLES[name]
+      if (value === undefined) assert.ok(example[at]?.startsWith('#'), `.env.example: ${name} has no single default, so it stays a comment`)
+      else assert.equal(example[at], `${name}=${value}`, `.env.example: the default of ${name} is ${value}`)
+      if (range !== undefined) {
+        let start = at
+        while (start > 0 && /^# (?![A-Z_]+=)/.test(example[start - 1] ?? '')) start -= 1
+        assert.match(example.slice(start, at).join(' '), standalone(range), `.env.example: the comment on ${name} lacks its range ${range}`)
+      }
+    }
+  })
+
+  it('enforces the range of every integer variable that the help and the docs show', () => {
+    // Values at the edges of one range would break a rule between two variables; these keep them apart.
+    const besides: Partial<Record<string, Record<string, string>>> = {
+      DATABASE_POOL_SIZE: { DATABASE_URL: 'postgres://db.internal/petstore' },
+      REQUEST_TIMEOUT_MS: { HEADERS_TIMEOUT_MS: '1000' },
+      HEADERS_TIMEOUT_MS: { REQUEST_TIMEOUT_MS: '600000' },
+    }
+    for (const name of CONFIG_NAMES) {
+      const variable: ConfigVariable = CONFIG_VARIABLES[name]
+      if (variable.min === undefined || variable.max === undefined) continue
+      const load = (value: number) => loadConfig({ ...besides[name], [name]: String(value) }, '/')
+      load(variable.min)
+      load(variable.max)
+      for (const outside of [variable.min - 1, variable.max + 1].filter((value) => value >= 0)) {
+        assert.throws(
+          () => load(outside),
+          (error: unknown) => error instanceof ConfigError && error.variable === name,
+          `${name}=${outside}`,
+        )
+      }
+    }
+  })
 })
+
+/** `text` not as part of a longer word or number: "Default 10" does not match "Default 1000". */
+function standalone(text: string): RegExp {
+  return new RegExp(`(?<![\\w-])${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\w]|[.-]\\w)`)
+}
