@@ -47,7 +47,7 @@ async function assertClean(result: LoadResult, server: string, scenario: Scenari
     method: scenario.method,
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: scenario.method === 'POST' ? petBody(0, 'probe') : undefined,
-  }).catch((error: Error) => error)
+  }).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))))
   const probe =
     response instanceof Error ? `; a probe failed too: ${response.message}` : `; a probe now gets ${response.status}: ${(await response.text()).slice(0, 300)}`
   throw new Error(

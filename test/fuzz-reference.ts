@@ -64,18 +64,19 @@ export function readFlatObject(text: string): Map<string, Scalar> {
       if (unit === 0x22) break
       if (unit < 0x20) fail('control character in string')
       if (unit !== 0x5c) {
-        out += text[i]
+        out += text.charAt(i)
         i++
         continue
       }
       const escape = text[i + 1] ?? ''
+      const escaped = ESCAPES[escape]
       if (escape === 'u') {
         const hex = text.slice(i + 2, i + 6)
         if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail('bad \\u escape')
         out += String.fromCharCode(parseInt(hex, 16))
         i += 6
-      } else if (escape in ESCAPES) {
-        out += ESCAPES[escape]
+      } else if (escaped !== undefined) {
+        out += escaped
         i += 2
       } else fail('bad escape')
     }

@@ -60,7 +60,9 @@ export async function createTestDatabase(engine: Engine, dir: string = tempDir()
   if (engine === 'sqlite') {
     return {
       env: sqliteDatabaseEnv(dir),
-      drop: () => Promise.resolve(fs.rmSync(path.join(dir, 'petstore.db'), { force: true })),
+      drop: async () => {
+        fs.rmSync(path.join(dir, 'petstore.db'), { force: true })
+      },
     }
   }
   const server = process.env.PETSTORE_TEST_DATABASE_URL

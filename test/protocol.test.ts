@@ -144,7 +144,7 @@ for (const engine of ENGINES) {
         assert.doesNotMatch(await listPetsText(t, key), /Twice/)
       })
 
-      for (const bytes of ['GET /v1/pets\r\n\r\n', `GET /v1/pets\r\nHost: a\r\nAuthorization: Bearer ${'k'}\r\n\r\n`]) {
+      for (const bytes of ['GET /v1/pets\r\n\r\n', 'GET /v1/pets\r\nHost: a\r\nAuthorization: Bearer k\r\n\r\n']) {
         it(`refuses a request line without an HTTP version (${JSON.stringify(bytes.slice(0, 16))}…) with 400`, async () => {
           const body = assertServiceError(await exchange(port, bytes), 400, 'invalid_request')
           assert.match(body.message, /protocol version/)

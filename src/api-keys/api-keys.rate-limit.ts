@@ -56,7 +56,13 @@ export async function registerRateLimits(
   countRateLimited: CountRateLimited = () => {},
 ): Promise<RateLimits> {
   const redis = redisUrl === undefined ? undefined : await connectRedis(redisUrl, logger)
-  if (redis !== undefined) app.addHook('onClose', async () => void (await redis.quit().catch(() => redis.disconnect())))
+  if (redis !== undefined) {
+    app.addHook('onClose', async () => {
+      await redis.quit().catch(() => {
+        redis.disconnect()
+      })
+    })
+  }
 
   await app.register(rateLimit, {
     global: false,

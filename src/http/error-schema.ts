@@ -1,6 +1,6 @@
 import { type TSchema, Type } from '@sinclair/typebox'
 import { ERROR_CODES, ERROR_DESCRIPTIONS } from '../errors.js'
-import { StringEnum } from './schema-types.js'
+import { RefTo, StringEnum } from './schema-types.js'
 
 export const ErrorSchema = Type.Object(
   {
@@ -32,7 +32,7 @@ export const RATE_LIMIT_HEADERS = {
 
 /** A response that carries the Error body, with what it means for this operation. */
 function errorBody(description: string, headers: Headers): TSchema {
-  return Type.Ref(ErrorSchema, { description, headers })
+  return RefTo(ErrorSchema, { description, headers })
 }
 
 /**

@@ -131,6 +131,16 @@ export function Named<T extends TSchema>(target: T, options: SchemaOptions = {})
   return rule === undefined ? schema : withRule(schema, rule)
 }
 
+/**
+ * `{"$ref": "<$id>"}` to a shared schema, typed as that schema, for the validator (which compiles with
+ * the shared schemas as references) and the document alike: `Type.Ref(schema)` did this until TypeBox
+ * 0.34 deprecated it for `Type.Ref('<$id>')`, which alone types as unknown.
+ */
+export function RefTo<T extends TSchema>(target: T, options: SchemaOptions = {}): TUnsafe<Static<T>> {
+  if (target.$id === undefined) throw new Error('RefTo: the target schema has no $id')
+  return Type.Unsafe<Static<T>>(Type.Ref(target.$id, options))
+}
+
 /** The shared schema a Named schema stands for; any other schema itself. */
 export function targetOfSchema(schema: TSchema): TSchema {
   return (schema as Partial<NamedSchema>)[Target] ?? schema

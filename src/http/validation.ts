@@ -88,7 +88,7 @@ function explain(httpPart: string, error: ValueError): string {
     case 'StringEnum':
       return `'${name}' must be one of ${(schema.enum as string[]).join(', ')}`
     case 'Text':
-      return `'${name}' must be a JSON string of well-formed Unicode without U+0000, with at least one non-blank character and at most ${schema.maxLength} characters`
+      return `'${name}' must be a JSON string of well-formed Unicode without U+0000, with at least one non-blank character and at most ${String(schema.maxLength)} characters`
     default: {
       const rule = ruleOfSchema(schema)
       return rule === undefined ? `'${name}': ${error.message}` : `'${name}' ${rule}`

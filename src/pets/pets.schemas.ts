@@ -7,7 +7,7 @@ import {
   unauthorizedResponse,
   unavailableResponse,
 } from '../http/error-schema.js'
-import { Int64, IntegerText, Named, StringEnum, Text, withRule } from '../http/schema-types.js'
+import { Int64, IntegerText, Named, RefTo, StringEnum, Text, withRule } from '../http/schema-types.js'
 import { INT64_MAX } from '../int64.js'
 import { IdempotencyKeyHeadersSchema, IdempotentReplayedHeader } from '../idempotency/idempotency.schemas.js'
 import { PET_STATUSES } from './pets.repository.js'
@@ -123,7 +123,7 @@ export const listPetsSchema = {
   querystring: ListPetsQuerySchema,
   headers: ConditionalReadHeadersSchema,
   response: {
-    200: Type.Array(Type.Ref(PetSchema), {
+    200: Type.Array(RefTo(PetSchema), {
       maxItems: LIMIT_MAX,
       description: 'One page of animals: a JSON array, as the contract says; the next page, if any, is in `Link`.',
       headers: { Link: nextLinkHeader, ...cachingHeaders, ...RATE_LIMIT_HEADERS },
@@ -147,9 +147,9 @@ export const createPetSchema = {
     'and body gets the first response again.',
   tags: ['pets'],
   headers: IdempotencyKeyHeadersSchema,
-  body: Type.Ref(NewPetSchema),
+  body: RefTo(NewPetSchema),
   response: {
-    201: Type.Ref(PetSchema, {
+    201: RefTo(PetSchema, {
       description: 'The animal as stored, with its assigned `id`.',
       headers: {
         Location: Type.String({ description: 'URL of the new animal.' }),
@@ -189,7 +189,7 @@ export const getPetSchema = {
   querystring: GetPetQuerySchema,
   headers: ConditionalReadHeadersSchema,
   response: {
-    200: Type.Ref(PetSchema, {
+    200: RefTo(PetSchema, {
       description: 'The animal.',
       headers: { ...deprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS },
     }),
