@@ -4,7 +4,7 @@ const ENVIRONMENTS = ['production', 'staging'] as const
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
 export type Environment = (typeof ENVIRONMENTS)[number]
-export type LogLevel = (typeof LOG_LEVELS)[number]
+type LogLevel = (typeof LOG_LEVELS)[number]
 
 export type DatabaseConfig =
   | { engine: 'sqlite'; path: string }
