@@ -31,18 +31,24 @@ export interface HttpServerOptions {
   timeouts: { requestMs: number; headersMs: number; keepAliveMs: number }
 }
 
-/** Writes `error` on a socket that no HTTP response owns (a parse error, CONNECT), then closes it. */
-function answerOnSocket(socket: Duplex, error: ApiError, headers: Record<string, string> = {}): void {
+/** The headers and body of an answer the service gives before Fastify has a request: it then closes. */
+function closingAnswer(error: ApiError): { headers: Record<string, string>; text: string } {
   const text = JSON.stringify(error.toBody())
-  const lines = Object.entries({
+  const headers = {
     ...error.headers,
-    ...headers,
     'X-Request-Id': randomUUID(),
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': String(Buffer.byteLength(text)),
     'Cache-Control': 'no-store',
     Connection: 'close',
-  }).map(([name, value]) => `${name}: ${value}\r\n`)
+  }
+  return { headers, text }
+}
+
+/** Writes `error` on a socket that no HTTP response owns (a parse error, CONNECT), then closes it. */
+function answerOnSocket(socket: Duplex, error: ApiError): void {
+  const { headers, text } = closingAnswer(error)
+  const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`)
   socket.end(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\n${lines.join('')}\r\n${text}`)
 }
 
@@ -121,18 +127,9 @@ export function createHttpServer(handler: RequestListener, { timeouts }: HttpSer
   server.on('checkExpectation', (request: IncomingMessage, response: http.ServerResponse) => {
     currentRequest.set(request.socket, request)
     const error = new ApiError('expectation_failed', 'The only expectation this service meets is "Expect: 100-continue".')
-    const requestId = randomUUID()
-    const text = JSON.stringify(error.toBody())
-    logger.info({ reqId: requestId, method: request.method, route: null, status: error.status }, 'request')
-    response
-      .writeHead(error.status, {
-        'x-request-id': requestId,
-        'cache-control': 'no-store',
-        'content-type': 'application/json; charset=utf-8',
-        'content-length': Buffer.byteLength(text),
-        connection: 'close',
-      })
-      .end(text)
+    const { headers, text } = closingAnswer(error)
+    logger.info({ reqId: headers['X-Request-Id'], method: request.method, route: null, status: error.status }, 'request')
+    response.writeHead(error.status, headers).end(text)
   })
   // Node hands CONNECT to this event and closes the connection unanswered when nothing listens.
   server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
@@ -142,7 +139,7 @@ export function createHttpServer(handler: RequestListener, { timeouts }: HttpSer
     socket.once('end', () => socket.destroy())
     logger.info({ method: 'CONNECT', route: null, status: 405 }, 'request')
     // An empty Allow: no method applies to an authority (RFC 9110 §10.2.1). This is not a proxy.
-    answerOnSocket(socket, new ApiError('method_not_allowed', 'CONNECT is not supported: this server is not a proxy.', { Allow: '' }))
+    answerOnSocket(socket, new ApiError('method_not_allowed', 'CONNECT is not supported: this server is not a proxy.', { allow: '' }))
   })
   return server
 }
