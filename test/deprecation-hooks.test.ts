@@ -11,11 +11,11 @@ for (const engine of ENGINES) {
     const fx = useTestApp(engine, { env: { GETPET_DEPRECATED_AT: '2027-01-01T00:00:00Z' } })
     let petId: number
     before(async () => {
-      petId = (JSON.parse((await postPet(fx.t, fx.key, '{"name":"Old","categoryId":1}')).body) as { id: number }).id
+      petId = (JSON.parse((await postPet(fx.testApp, fx.key, '{"name":"Old","categoryId":1}')).body) as { id: number }).id
     })
 
     it('announces Deprecation (configured date), Sunset and the successor on a 200', async () => {
-      const response = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
       assert.equal(response.statusCode, 200)
       assert.equal(response.headers.deprecation, `@${Date.parse('2027-01-01T00:00:00Z') / 1000}`)
       assert.equal(response.headers.sunset, SUNSET)
@@ -23,17 +23,17 @@ for (const engine of ENGINES) {
     })
 
     it('announces the deprecation on its 404 and 401 too', async () => {
-      const missing = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/999999' })
+      const missing = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets/999999' })
       assert.equal(missing.statusCode, 404)
       assert.equal(missing.headers.sunset, SUNSET)
-      const anonymous = await fx.t.app.inject({ method: 'GET', url: `/v1/pets/${petId}` })
+      const anonymous = await fx.testApp.app.inject({ method: 'GET', url: `/v1/pets/${petId}` })
       assert.equal(anonymous.statusCode, 401)
       assert.equal(anonymous.headers.deprecation, '@1798761600')
     })
 
     it('does not mark listPets or createPet as deprecated', async () => {
-      const list = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })
-      const create = await postPet(fx.t, fx.key, '{"name":"New","categoryId":1}')
+      const list = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })
+      const create = await postPet(fx.testApp, fx.key, '{"name":"New","categoryId":1}')
       for (const response of [list, create]) {
         assert.equal(response.headers.deprecation, undefined)
         assert.equal(response.headers.sunset, undefined)
@@ -41,31 +41,31 @@ for (const engine of ENGINES) {
     })
 
     it('still answers the millisecond before the sunset', async () => {
-      fx.t.clock.ms = GET_PET_SUNSET.getTime() - 1
-      const response = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
+      fx.testApp.clock.ms = GET_PET_SUNSET.getTime() - 1
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
       assert.equal(response.statusCode, 200)
     })
 
     it('answers 410 gone from the sunset instant on, while listPets keeps working', async () => {
-      fx.t.clock.ms = GET_PET_SUNSET.getTime()
-      const response = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
+      fx.testApp.clock.ms = GET_PET_SUNSET.getTime()
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
       assert.equal(response.statusCode, 410)
       assert.equal(errorBody(response).code, 'gone')
       assert.match(errorBody(response).message, /GET \/v1\/pets/)
       assert.equal(response.headers.sunset, SUNSET)
-      assert.equal((await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+      assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
     })
   })
 }
 
 describe('deprecation date default', () => {
   it('sends @1795305600 (2026-11-22) when GETPET_DEPRECATED_AT is unset', async () => {
-    const t = await buildTestApp('sqlite', { clock: new ManualClock() })
+    const testApp = await buildTestApp('sqlite', { clock: new ManualClock() })
     try {
-      const response = await t.app.inject({ method: 'GET', url: '/v1/pets/1' })
+      const response = await testApp.app.inject({ method: 'GET', url: '/v1/pets/1' })
       assert.equal(response.headers.deprecation, '@1795305600')
     } finally {
-      await t.close()
+      await testApp.close()
     }
   })
 })

@@ -28,7 +28,7 @@ function absoluteUrls(text: string): string[] {
 
 describe('GET /docs', () => {
   const fixture = useTestApp('sqlite')
-  const get = (url: string) => fixture.t.app.inject({ method: 'GET', url })
+  const get = (url: string) => fixture.testApp.app.inject({ method: 'GET', url })
 
   it('answers the HTML page without an API key', async () => {
     const response = await get('/docs')
@@ -114,7 +114,7 @@ describe('GET /docs', () => {
 
   it('answers another method with 405 in the error shape, naming the allowed ones', async () => {
     for (const url of ['/docs', (references((await get('/docs')).body)[1] ?? '')]) {
-      const response = await fixture.t.app.inject({ method: 'POST', url, payload: {} })
+      const response = await fixture.testApp.app.inject({ method: 'POST', url, payload: {} })
       assert.equal(response.statusCode, 405, url)
       assert.equal(errorBody(response).code, 'method_not_allowed')
       assert.equal(response.headers.allow, 'GET, HEAD')

@@ -40,7 +40,7 @@ for (const engine of ENGINES) {
 
     it('answers an unknown route with 404 not_found in the error shape', async () => {
       for (const url of ['/', '/v2/pets', '/v1/pet', '/v1/pets/1/owner', '/v1', '/pets']) {
-        const response = await fx.t.request(fx.key, { method: 'GET', url })
+        const response = await fx.testApp.request(fx.key, { method: 'GET', url })
         assert.equal(response.statusCode, 404, url)
         assert.equal(errorBody(response).code, 'not_found')
         assert.equal(response.headers['cache-control'], 'no-store')
@@ -56,7 +56,7 @@ for (const engine of ENGINES) {
         ['POST', '/v1/pets/1', 'GET, HEAD'],
       ] as const
       for (const [method, url, allow] of cases) {
-        const response = await fx.t.request(fx.key, { method, url })
+        const response = await fx.testApp.request(fx.key, { method, url })
         assert.equal(response.statusCode, 405, `${method} ${url}`)
         assert.equal(errorBody(response).code, 'method_not_allowed')
         assert.equal(response.headers.allow, allow)
@@ -64,26 +64,26 @@ for (const engine of ENGINES) {
     })
 
     it('answers HEAD like GET, without a body', async () => {
-      const response = await fx.t.request(fx.key, { method: 'HEAD', url: '/v1/pets' })
+      const response = await fx.testApp.request(fx.key, { method: 'HEAD', url: '/v1/pets' })
       assert.equal(response.statusCode, 200)
       assert.equal(response.body, '')
     })
 
     it('answers a malformed URL encoding with 400 invalid_request', async () => {
-      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/%E0%A4%A', headers: { 'x-request-id': 'bad-url-1' } })
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets/%E0%A4%A', headers: { 'x-request-id': 'bad-url-1' } })
       assert.equal(response.statusCode, 400)
       assert.equal(errorBody(response).code, 'invalid_request')
       assert.equal(response.headers['x-request-id'], 'bad-url-1')
     })
 
     it('reads a trailing slash after /v1/pets as an empty petId: 400 naming petId', async () => {
-      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/' })
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets/' })
       assert.equal(response.statusCode, 400)
       assert.match(errorBody(response).message, /'petId'/)
     })
 
     it('sets no-store on every error', async () => {
-      const response = await fx.t.app.inject({ method: 'GET', url: '/v1/pets' })
+      const response = await fx.testApp.app.inject({ method: 'GET', url: '/v1/pets' })
       assert.equal(response.headers['cache-control'], 'no-store')
     })
 
@@ -94,14 +94,14 @@ for (const engine of ENGINES) {
   })
 
   describe(`malformed HTTP on ${engine}`, () => {
-    let t: TestApp
+    let testApp: TestApp
     let port: number
     before(async () => {
-      t = await buildTestApp(engine)
-      await t.app.listen({ port: 0, host: '127.0.0.1' })
-      port = (t.app.server.address() as net.AddressInfo).port
+      testApp = await buildTestApp(engine)
+      await testApp.app.listen({ port: 0, host: '127.0.0.1' })
+      port = (testApp.app.server.address() as net.AddressInfo).port
     })
-    after(() => t.close())
+    after(() => testApp.close())
 
     it('answers bytes that are not HTTP with 400 in the error shape', async () => {
       const response = parseRawResponse(await rawRequest(port, 'THIS IS NOT HTTP\r\n\r\n'))
@@ -127,7 +127,7 @@ for (const engine of ENGINES) {
 
   describe(`faults on ${engine}`, () => {
     it('answers a bug with 500 internal_error, hides the cause and logs it', async () => {
-      const t = await buildTestApp(engine, {
+      const testApp = await buildTestApp(engine, {
         storage: (storage) => ({
           ...storage,
           pets: {
@@ -138,22 +138,22 @@ for (const engine of ENGINES) {
         }),
       })
       try {
-        const key = await t.createKey()
-        const response = await t.request(key, { method: 'GET', url: '/v1/pets' })
+        const key = await testApp.createKey()
+        const response = await testApp.request(key, { method: 'GET', url: '/v1/pets' })
         assert.equal(response.statusCode, 500)
         const body = errorBody(response)
         assert.equal(body.code, 'internal_error')
         assert.doesNotMatch(body.message, /boom|secret|var\/lib/)
         assert.match(body.message, new RegExp(String(response.headers['x-request-id'])))
-        const logged = t.logs.find((line) => line.level === 50)
+        const logged = testApp.logs.find((line) => line.level === 50)
         assert.match(JSON.stringify(logged), /boom: secret detail/)
       } finally {
-        await t.close()
+        await testApp.close()
       }
     })
 
     it('answers a database failure with 503 unavailable and Retry-After', async () => {
-      const t = await buildTestApp(engine, {
+      const testApp = await buildTestApp(engine, {
         storage: (storage) => ({
           ...storage,
           pets: {
@@ -164,30 +164,30 @@ for (const engine of ENGINES) {
         }),
       })
       try {
-        const key = await t.createKey()
-        const response = await postPet(t, key, '{"name":"Full","categoryId":1}')
+        const key = await testApp.createKey()
+        const response = await postPet(testApp, key, '{"name":"Full","categoryId":1}')
         assert.equal(response.statusCode, 503)
         assert.equal(errorBody(response).code, 'unavailable')
         assert.equal(response.headers['retry-after'], '5')
       } finally {
-        await t.close()
+        await testApp.close()
       }
     })
 
     it('answers 503 and fails readiness when the database is gone, while liveness holds', async () => {
-      const t = await buildTestApp(engine)
+      const testApp = await buildTestApp(engine)
       try {
-        const key = await t.createKey()
-        await t.storage.close()
-        const response = await t.request(key, { method: 'GET', url: '/v1/pets' })
+        const key = await testApp.createKey()
+        await testApp.storage.close()
+        const response = await testApp.request(key, { method: 'GET', url: '/v1/pets' })
         assert.equal(response.statusCode, 503)
         assert.equal(errorBody(response).code, 'unavailable')
-        const ready = await t.app.inject({ method: 'GET', url: '/readyz' })
+        const ready = await testApp.app.inject({ method: 'GET', url: '/readyz' })
         assert.equal(ready.statusCode, 503)
         assert.equal(errorBody(ready).code, 'unavailable')
-        assert.equal((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
+        assert.equal((await testApp.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
       } finally {
-        await t.close()
+        await testApp.close()
       }
     })
   })

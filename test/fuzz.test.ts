@@ -650,7 +650,7 @@ function readPet(text: string): PetText {
 
 /** A 201 whose pet, and the pet read back, are exactly what was sent: every digit, every character. */
 async function assertStoredAsSent(
-  t: TestApp,
+  testApp: TestApp,
   key: string,
   response: LightMyRequestResponse,
   sent: Extract<CreateVerdict, { valid: true }>,
@@ -659,8 +659,8 @@ async function assertStoredAsSent(
   const expected: PetText = { id: pet.id, name: sent.name, categoryId: sent.categoryId }
   if (sent.status !== undefined) expected.status = sent.status
   assert.deepEqual(pet, expected, 'the 201 differs from what was sent')
-  assert.equal(response.headers.location, `${t.config.publicBaseUrl}/v1/pets/${pet.id}`)
-  const fetched = await t.request(key, { method: 'GET', url: `/v1/pets/${pet.id}` })
+  assert.equal(response.headers.location, `${testApp.config.publicBaseUrl}/v1/pets/${pet.id}`)
+  const fetched = await testApp.request(key, { method: 'GET', url: `/v1/pets/${pet.id}` })
   assert.equal(fetched.statusCode, 200, fetched.body)
   assert.deepEqual(readPet(fetched.body), expected, 'the stored pet differs from what was sent')
 }
@@ -683,7 +683,7 @@ for (const engine of ENGINES) {
     const fx = useTestApp(engine, { env: { LOG_LEVEL: 'warn', RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_FAILED_AUTH_PER_IP: '0' } })
     before(async () => {
       for (const status of ['available', 'pending', 'sold', undefined]) {
-        const response = await fx.t.request(fx.key, {
+        const response = await fx.testApp.request(fx.key, {
           method: 'POST',
           url: '/v1/pets',
           headers: { 'content-type': 'application/json' },
@@ -725,7 +725,7 @@ for (const engine of ENGINES) {
       const accepted = await fuzz(context, runs.bodies, bodyCases, async ({ kind, body }) => {
         const bytes = bytesOf(body)
         const verdict = referenceCreatePet(bytes)
-        const response = await fx.t.request(fx.key, {
+        const response = await fx.testApp.request(fx.key, {
           method: 'POST',
           url: '/v1/pets',
           headers: { 'content-type': 'application/json' },
@@ -735,7 +735,7 @@ for (const engine of ENGINES) {
         assertWellFormed(response, what)
         if (verdict.valid) {
           assert.equal(response.statusCode, 201, `${what} is valid, but → ${answer(response)}`)
-          await assertStoredAsSent(fx.t, fx.key, response, verdict)
+          await assertStoredAsSent(fx.testApp, fx.key, response, verdict)
         } else {
           assert.equal(response.statusCode, verdict.status, `${what} is invalid (${verdict.why}), but → ${answer(response)}`)
         }
@@ -755,7 +755,7 @@ for (const engine of ENGINES) {
         const header = type?.trim()
         const options: InjectOptions = { method: 'POST', url: '/v1/pets', payload: bytes }
         if (header !== undefined) options.headers = { 'content-type': header }
-        const response = await fx.t.request(fx.key, options)
+        const response = await fx.testApp.request(fx.key, options)
         const what = `Content-Type ${JSON.stringify(header)} with ${body.kind} ${JSON.stringify(bytes.toString('utf8').slice(0, 200))}`
         assertWellFormed(response, what)
         if (bytes.length === 0) {
@@ -779,7 +779,7 @@ for (const engine of ENGINES) {
           return false
         }
         assert.equal(response.statusCode, 201, `${what} is valid, but → ${answer(response)}`)
-        await assertStoredAsSent(fx.t, fx.key, response, verdict)
+        await assertStoredAsSent(fx.testApp, fx.key, response, verdict)
         return true
       })
       assertBothSides('content types', accepted, runs.contentTypes)
@@ -789,7 +789,7 @@ for (const engine of ENGINES) {
       const accepted = await fuzz(context, runs.queries, queryUrl, async (url) => {
         // The query as it reaches the server: the client's URL parser normalises it first.
         const verdict = referenceListQuery(new URL(url, 'http://localhost').search.slice(1))
-        const response = await fx.t.request(fx.key, { method: 'GET', url })
+        const response = await fx.testApp.request(fx.key, { method: 'GET', url })
         assertWellFormed(response, url)
         if (!verdict.valid) {
           assert.equal(response.statusCode, 400, `${url} is invalid (${verdict.why}), but → ${answer(response)}`)
@@ -812,7 +812,7 @@ for (const engine of ENGINES) {
       const cases = fc.record({ method: fc.constantFrom(...METHODS), segment: petIdSegment })
       const accepted = await fuzz(context, runs.paths, cases, async ({ method, segment }) => {
         const url = `/v1/pets/${segment}`
-        const response = await fx.t.request(fx.key, { method, url })
+        const response = await fx.testApp.request(fx.key, { method, url })
         const what = `${method} ${url}`
         assertWellFormed(response, what)
         // Only a path that still names one segment under /v1/pets once the URL parser is done is judged.
@@ -860,7 +860,7 @@ for (const engine of ENGINES) {
         const headers: Record<string, string> = {}
         if (header !== undefined) headers.authorization = header
         if (value.requestId !== undefined) headers['x-request-id'] = value.requestId
-        const response = await fx.t.app.inject({ method: 'GET', url: '/v1/pets?limit=1', headers })
+        const response = await fx.testApp.app.inject({ method: 'GET', url: '/v1/pets?limit=1', headers })
         const what = `Authorization ${JSON.stringify(header)}`
         assertWellFormed(response, what)
         const echoed = response.headers['x-request-id']

@@ -143,10 +143,10 @@ export async function buildTestApp(engine: Engine, options: TestAppOptions = {})
   }
 }
 
-/** What `useTestApp` gives a suite: read `t` and `key` inside its tests and hooks, never in the describe body. */
+/** What `useTestApp` gives a suite: read `testApp` and `key` inside its tests and hooks, never in the describe body. */
 export interface TestAppFixture {
   /** The suite's app, built by its `before` hook. */
-  readonly t: TestApp
+  readonly testApp: TestApp
   /** An API key of the suite's app, created by the same hook. */
   readonly key: string
 }
@@ -158,13 +158,13 @@ export interface TestAppFixture {
  * the app through the fixture.
  */
 export function useTestApp(engine: Engine, options: TestAppOptions = {}): TestAppFixture {
-  let t: TestApp | undefined
+  let testApp: TestApp | undefined
   let key: string | undefined
   before(async () => {
-    t = await buildTestApp(engine, options)
-    key = await t.createKey()
+    testApp = await buildTestApp(engine, options)
+    key = await testApp.createKey()
   })
-  after(() => t?.close())
+  after(() => testApp?.close())
   const ready = <T>(value: T | undefined, name: string): T => {
     if (value === undefined) {
       throw new Error(`useTestApp: ${name} was read before the suite's before hook built it; read it inside a test or a hook`)
@@ -172,8 +172,8 @@ export function useTestApp(engine: Engine, options: TestAppOptions = {}): TestAp
     return value
   }
   return {
-    get t() {
-      return ready(t, 't')
+    get testApp() {
+      return ready(testApp, 'testApp')
     },
     get key() {
       return ready(key, 'key')
@@ -182,15 +182,15 @@ export function useTestApp(engine: Engine, options: TestAppOptions = {}): TestAp
 }
 
 /** GETs /v1/pets?limit=100, asserts 200, and returns the body as sent: every pet while a suite keeps under 100. */
-export async function listPetsText(t: TestApp, key: string): Promise<string> {
-  const response = await t.request(key, { method: 'GET', url: '/v1/pets?limit=100' })
+export async function listPetsText(testApp: TestApp, key: string): Promise<string> {
+  const response = await testApp.request(key, { method: 'GET', url: '/v1/pets?limit=100' })
   assert.equal(response.statusCode, 200, response.body)
   return response.body
 }
 
 /** POSTs a raw JSON text (not a JS object: the tests control every byte) to /v1/pets. */
-export function postPet(t: TestApp, key: string, body: string): Promise<LightMyRequestResponse> {
-  return t.request(key, {
+export function postPet(testApp: TestApp, key: string, body: string): Promise<LightMyRequestResponse> {
+  return testApp.request(key, {
     method: 'POST',
     url: '/v1/pets',
     headers: { 'content-type': 'application/json' },

@@ -17,12 +17,12 @@ import { ENGINES, type Engine, type TestApp, errorBody, listPetsText, useTestApp
 
 /** POSTs a raw JSON text to /v1/pets with `Idempotency-Key: key` (or several, or none). */
 function postWithKey(
-  t: TestApp,
+  testApp: TestApp,
   apiKey: string,
   key: string | string[] | undefined,
   body: string,
 ): Promise<LightMyRequestResponse> {
-  return t.request(apiKey, {
+  return testApp.request(apiKey, {
     method: 'POST',
     url: '/v1/pets',
     headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { 'idempotency-key': key }) },
@@ -31,8 +31,8 @@ function postWithKey(
 }
 
 /** How many stored pets have this name, as listPets shows them. */
-async function petsNamed(t: TestApp, apiKey: string, name: string): Promise<number> {
-  const pets = JSON.parse(await listPetsText(t, apiKey)) as { name: string }[]
+async function petsNamed(testApp: TestApp, apiKey: string, name: string): Promise<number> {
+  const pets = JSON.parse(await listPetsText(testApp, apiKey)) as { name: string }[]
   return pets.filter((pet) => pet.name === name).length
 }
 
@@ -91,8 +91,8 @@ function gateCreates() {
 }
 
 /** The public id of an API key: the scope its requests' Idempotency-Keys belong to. */
-async function apiKeyIdOf(t: TestApp, secret: string): Promise<string> {
-  const key = await t.storage.apiKeys.findBySecretHash(hashSecret(secret))
+async function apiKeyIdOf(testApp: TestApp, secret: string): Promise<string> {
+  const key = await testApp.storage.apiKeys.findBySecretHash(hashSecret(secret))
   assert.ok(key !== undefined)
   return key.id
 }
@@ -107,7 +107,7 @@ describe('Idempotency-Key in the OpenAPI document', () => {
       parameters?: { name: string; in: string; required: boolean; schema: Record<string, unknown> }[]
       responses: Record<string, { headers?: Record<string, unknown>; content?: Record<string, { schema: { $ref?: string } }> }>
     }
-    const response = await fx.t.app.inject({ method: 'GET', url: '/v1/openapi.json' })
+    const response = await fx.testApp.app.inject({ method: 'GET', url: '/v1/openapi.json' })
     const paths = (JSON.parse(response.body) as { paths: Record<string, Record<string, Operation>> }).paths
     const createPet = paths['/pets']?.post
     assert.ok(createPet)
@@ -132,32 +132,32 @@ for (const engine of ENGINES) {
 
     it('replays the first response, byte for byte with its Location, and stores one pet', async () => {
       const body = '{"name":"Replay","categoryId":9223372036854775807,"status":"pending"}'
-      const first = await postWithKey(fx.t, fx.key, 'replay-1', body)
+      const first = await postWithKey(fx.testApp, fx.key, 'replay-1', body)
       assert.equal(first.statusCode, 201, first.body)
       assert.equal(first.headers['idempotent-replayed'], undefined)
       const id = (JSON.parse(first.body) as { id: number }).id
-      assert.equal(first.headers.location, `${fx.t.config.publicBaseUrl}/v1/pets/${id}`)
+      assert.equal(first.headers.location, `${fx.testApp.config.publicBaseUrl}/v1/pets/${id}`)
       // The stored body is what the 201 schema serialises: the same bytes getPet sends.
-      const fetched = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${id}` })
+      const fetched = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${id}` })
       assert.equal(first.body, fetched.body)
       assert.match(first.body, /"categoryId":9223372036854775807,/)
 
       for (let i = 0; i < 2; i++) {
-        const again = await postWithKey(fx.t, fx.key, 'replay-1', body)
+        const again = await postWithKey(fx.testApp, fx.key, 'replay-1', body)
         assert.equal(again.statusCode, 201)
         assert.equal(again.body, first.body)
         assert.equal(again.headers.location, first.headers.location)
         assert.equal(again.headers['content-type'], first.headers['content-type'])
         assert.equal(again.headers['idempotent-replayed'], 'true')
       }
-      assert.equal(await petsNamed(fx.t, fx.key, 'Replay'), 1)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Replay'), 1)
     })
 
     it('replays a body that differs only in key order, white space and escapes', async () => {
-      const first = await postWithKey(fx.t, fx.key, 'reorder-1', '{"name":"Reorder","categoryId":7,"status":"sold"}')
+      const first = await postWithKey(fx.testApp, fx.key, 'reorder-1', '{"name":"Reorder","categoryId":7,"status":"sold"}')
       assert.equal(first.statusCode, 201, first.body)
       const again = await postWithKey(
-        fx.t,
+        fx.testApp,
         fx.key,
         'reorder-1',
         '\n{ "status" : "sold",\t"categoryId": 7 ,\r\n "name": "Re\\u006frder" }\n',
@@ -165,11 +165,11 @@ for (const engine of ENGINES) {
       assert.equal(again.statusCode, 201, again.body)
       assert.equal(again.headers['idempotent-replayed'], 'true')
       assert.equal(again.body, first.body)
-      assert.equal(await petsNamed(fx.t, fx.key, 'Reorder'), 1)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Reorder'), 1)
     })
 
     it('refuses the same key with a different body with 422 idempotency_key_reused, creating nothing', async () => {
-      const first = await postWithKey(fx.t, fx.key, 'reused-1', '{"name":"Reused","categoryId":1}')
+      const first = await postWithKey(fx.testApp, fx.key, 'reused-1', '{"name":"Reused","categoryId":1}')
       assert.equal(first.statusCode, 201, first.body)
       for (const other of [
         '{"name":"Reused","categoryId":2}',
@@ -177,15 +177,15 @@ for (const engine of ENGINES) {
         '{"name":"Reused","categoryId":1,"status":"available"}',
         '{"name":"Other","categoryId":1}',
       ]) {
-        const response = await postWithKey(fx.t, fx.key, 'reused-1', other)
+        const response = await postWithKey(fx.testApp, fx.key, 'reused-1', other)
         assert.equal(response.statusCode, 422, other)
         assert.equal(errorBody(response).code, 'idempotency_key_reused')
         assert.equal(response.headers['idempotent-replayed'], undefined)
       }
-      assert.equal(await petsNamed(fx.t, fx.key, 'Reused'), 1)
-      assert.equal(await petsNamed(fx.t, fx.key, 'Other'), 0)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Reused'), 1)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Other'), 0)
       // The first body still replays.
-      const again = await postWithKey(fx.t, fx.key, 'reused-1', '{"name":"Reused","categoryId":1}')
+      const again = await postWithKey(fx.testApp, fx.key, 'reused-1', '{"name":"Reused","categoryId":1}')
       assert.equal(again.body, first.body)
     })
 
@@ -194,8 +194,8 @@ for (const engine of ENGINES) {
         createPetFingerprint({ name: 'x', categoryId: 1n }),
         createPetFingerprint({ name: 'x', categoryId: 1n, status: 'available' }),
       )
-      const lower = await postWithKey(fx.t, fx.key, 'case-key', '{"name":"Case","categoryId":1}')
-      const upper = await postWithKey(fx.t, fx.key, 'CASE-KEY', '{"name":"Case","categoryId":1}')
+      const lower = await postWithKey(fx.testApp, fx.key, 'case-key', '{"name":"Case","categoryId":1}')
+      const upper = await postWithKey(fx.testApp, fx.key, 'CASE-KEY', '{"name":"Case","categoryId":1}')
       assert.equal(lower.statusCode, 201)
       assert.equal(upper.statusCode, 201)
       assert.equal(upper.headers['idempotent-replayed'], undefined)
@@ -203,25 +203,25 @@ for (const engine of ENGINES) {
     })
 
     it('lets two API keys use the same Idempotency-Key independently', async () => {
-      const otherKey = await fx.t.createKey({ name: 'other client' })
+      const otherKey = await fx.testApp.createKey({ name: 'other client' })
       const body = '{"name":"Two clients","categoryId":5}'
-      const mine = await postWithKey(fx.t, fx.key, 'shared-key', body)
-      const theirs = await postWithKey(fx.t, otherKey, 'shared-key', body)
+      const mine = await postWithKey(fx.testApp, fx.key, 'shared-key', body)
+      const theirs = await postWithKey(fx.testApp, otherKey, 'shared-key', body)
       assert.equal(mine.statusCode, 201)
       assert.equal(theirs.statusCode, 201)
       assert.equal(theirs.headers['idempotent-replayed'], undefined)
       assert.notEqual(mine.body, theirs.body)
-      assert.equal(await petsNamed(fx.t, fx.key, 'Two clients'), 2)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Two clients'), 2)
       // And a different body under the other API key is no reuse of mine.
-      const different = await postWithKey(fx.t, otherKey, 'shared-key', '{"name":"Two clients","categoryId":6}')
+      const different = await postWithKey(fx.testApp, otherKey, 'shared-key', '{"name":"Two clients","categoryId":6}')
       assert.equal(different.statusCode, 422)
-      assert.equal((await postWithKey(fx.t, fx.key, 'shared-key', body)).body, mine.body)
+      assert.equal((await postWithKey(fx.testApp, fx.key, 'shared-key', body)).body, mine.body)
     })
 
     it('answers concurrent requests with one key with one 201, and 409 or the replay for the others', async () => {
       const body = '{"name":"Racing","categoryId":11}'
       const responses = await Promise.all(
-        Array.from({ length: 12 }, () => postWithKey(fx.t, fx.key, 'race-1', body)),
+        Array.from({ length: 12 }, () => postWithKey(fx.testApp, fx.key, 'race-1', body)),
       )
       const fresh = responses.filter((r) => r.statusCode === 201 && r.headers['idempotent-replayed'] === undefined)
       assert.equal(fresh.length, 1, responses.map((r) => `${r.statusCode} ${r.body}`).join('\n'))
@@ -233,15 +233,15 @@ for (const engine of ENGINES) {
           assert.equal(response.body, fresh[0]?.body)
         }
       }
-      assert.equal(await petsNamed(fx.t, fx.key, 'Racing'), 1)
-      const after = await postWithKey(fx.t, fx.key, 'race-1', body)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Racing'), 1)
+      const after = await postWithKey(fx.testApp, fx.key, 'race-1', body)
       assert.equal(after.headers['idempotent-replayed'], 'true')
     })
 
     it('refuses invalid Idempotency-Key values with 400 naming the header, and records nothing', async () => {
       const invalid: (string | string[])[] = ['', 'x'.repeat(256), 'with space', 'tab\there', 'é', 'ключ', ['a', 'b']]
       for (const value of invalid) {
-        const response = await postWithKey(fx.t, fx.key, value, '{"name":"Bad key","categoryId":1}')
+        const response = await postWithKey(fx.testApp, fx.key, value, '{"name":"Bad key","categoryId":1}')
         assert.equal(response.statusCode, 400, JSON.stringify(value))
         const error = errorBody(response)
         assert.equal(error.code, 'invalid_request')
@@ -249,136 +249,136 @@ for (const engine of ENGINES) {
         const expected = Array.isArray(value) ? /idempotency-key header was sent more than once/ : /'idempotency-key' must be 1 to 255 visible ASCII characters/
         assert.match(error.message, expected)
       }
-      assert.equal(await petsNamed(fx.t, fx.key, 'Bad key'), 0)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Bad key'), 0)
 
       const longest = '~'.repeat(255)
       const visible = '!"#$%&\'()*+,-./0123456789:;<=>?@AZ[\\]^_`az{|}~'
       for (const value of [longest, visible]) {
-        const response = await postWithKey(fx.t, fx.key, value, '{"name":"Good key","categoryId":1}')
+        const response = await postWithKey(fx.testApp, fx.key, value, '{"name":"Good key","categoryId":1}')
         assert.equal(response.statusCode, 201, response.body)
       }
-      const keys = await recordedKeys(fx.t.config.database)
+      const keys = await recordedKeys(fx.testApp.config.database)
       assert.ok(keys.includes(longest) && keys.includes(visible))
       assert.ok(!keys.some((key) => key === '' || key.includes(' ')))
     })
 
     it('does not record a request refused by validation: the key stays free', async () => {
-      const invalid = await postWithKey(fx.t, fx.key, 'after-400', '{"name":"After 400","categoryId":"1"}')
+      const invalid = await postWithKey(fx.testApp, fx.key, 'after-400', '{"name":"After 400","categoryId":"1"}')
       assert.equal(invalid.statusCode, 400)
-      const valid = await postWithKey(fx.t, fx.key, 'after-400', '{"name":"After 400","categoryId":2}')
+      const valid = await postWithKey(fx.testApp, fx.key, 'after-400', '{"name":"After 400","categoryId":2}')
       assert.equal(valid.statusCode, 201, valid.body)
       assert.equal(valid.headers['idempotent-replayed'], undefined)
     })
 
     it('creates a pet per request without the header, as before', async () => {
       const body = '{"name":"No key","categoryId":1}'
-      const first = await postWithKey(fx.t, fx.key, undefined, body)
-      const second = await postWithKey(fx.t, fx.key, undefined, body)
+      const first = await postWithKey(fx.testApp, fx.key, undefined, body)
+      const second = await postWithKey(fx.testApp, fx.key, undefined, body)
       assert.equal(first.statusCode, 201)
       assert.equal(second.statusCode, 201)
       assert.notEqual(first.body, second.body)
       assert.equal(second.headers['idempotent-replayed'], undefined)
-      assert.equal(await petsNamed(fx.t, fx.key, 'No key'), 2)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'No key'), 2)
     })
 
     it('takes over a record abandoned in progress (a crash) after the timeout, and the stale attempt creates nothing', async () => {
       // What a process that died between claiming the key and creating the pet leaves behind.
-      const abandoned = { scope: await apiKeyIdOf(fx.t, fx.key), key: 'crashed-1', attemptId: randomUUID() }
-      const now = fx.t.clock.now()
+      const abandoned = { scope: await apiKeyIdOf(fx.testApp, fx.key), key: 'crashed-1', attemptId: randomUUID() }
+      const now = fx.testApp.clock.now()
       const fingerprint = createPetFingerprint({ name: 'Crashed', categoryId: 1n })
       assert.equal(
-        await fx.t.storage.idempotency.claim(abandoned, { fingerprint, now, abandonedBefore: now, expiredBefore: now }),
+        await fx.testApp.storage.idempotency.claim(abandoned, { fingerprint, now, abandonedBefore: now, expiredBefore: now }),
         undefined,
       )
       const body = '{"name":"Crashed","categoryId":1}'
-      const blocked = await postWithKey(fx.t, fx.key, 'crashed-1', body)
+      const blocked = await postWithKey(fx.testApp, fx.key, 'crashed-1', body)
       assert.equal(blocked.statusCode, 409)
       assert.equal(errorBody(blocked).code, 'idempotency_key_in_use')
 
-      fx.t.clock.advance(IDEMPOTENCY_ABANDONED_AFTER_MS)
-      assert.equal((await postWithKey(fx.t, fx.key, 'crashed-1', body)).statusCode, 409, 'taken over too early')
-      fx.t.clock.advance(1)
-      const retried = await postWithKey(fx.t, fx.key, 'crashed-1', body)
+      fx.testApp.clock.advance(IDEMPOTENCY_ABANDONED_AFTER_MS)
+      assert.equal((await postWithKey(fx.testApp, fx.key, 'crashed-1', body)).statusCode, 409, 'taken over too early')
+      fx.testApp.clock.advance(1)
+      const retried = await postWithKey(fx.testApp, fx.key, 'crashed-1', body)
       assert.equal(retried.statusCode, 201, retried.body)
       assert.equal(retried.headers['idempotent-replayed'], undefined)
 
       // Had the first attempt only been slow, it finds its hold gone and writes nothing.
-      const late = await fx.t.storage.idempotency.createPet(abandoned, { name: 'Crashed', categoryId: 1n }, now, () => {
+      const late = await fx.testApp.storage.idempotency.createPet(abandoned, { name: 'Crashed', categoryId: 1n }, now, () => {
         throw new Error('must not be called')
       })
       assert.equal(late, undefined)
-      assert.equal(await petsNamed(fx.t, fx.key, 'Crashed'), 1)
-      assert.equal((await postWithKey(fx.t, fx.key, 'crashed-1', body)).body, retried.body)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Crashed'), 1)
+      assert.equal((await postWithKey(fx.testApp, fx.key, 'crashed-1', body)).body, retried.body)
     })
 
     it('lets exactly one of many simultaneous retries take over an abandoned record', async () => {
-      const abandoned = { scope: await apiKeyIdOf(fx.t, fx.key), key: 'crashed-2', attemptId: randomUUID() }
-      const now = fx.t.clock.now()
+      const abandoned = { scope: await apiKeyIdOf(fx.testApp, fx.key), key: 'crashed-2', attemptId: randomUUID() }
+      const now = fx.testApp.clock.now()
       const fingerprint = createPetFingerprint({ name: 'Crashed twice', categoryId: 1n })
-      await fx.t.storage.idempotency.claim(abandoned, { fingerprint, now, abandonedBefore: now, expiredBefore: now })
-      fx.t.clock.advance(IDEMPOTENCY_ABANDONED_AFTER_MS + 1)
+      await fx.testApp.storage.idempotency.claim(abandoned, { fingerprint, now, abandonedBefore: now, expiredBefore: now })
+      fx.testApp.clock.advance(IDEMPOTENCY_ABANDONED_AFTER_MS + 1)
       const body = '{"name":"Crashed twice","categoryId":1}'
-      const responses = await Promise.all(Array.from({ length: 8 }, () => postWithKey(fx.t, fx.key, 'crashed-2', body)))
+      const responses = await Promise.all(Array.from({ length: 8 }, () => postWithKey(fx.testApp, fx.key, 'crashed-2', body)))
       const fresh = responses.filter((r) => r.statusCode === 201 && r.headers['idempotent-replayed'] === undefined)
       assert.equal(fresh.length, 1, responses.map((r) => `${r.statusCode} ${r.body}`).join('\n'))
       assert.ok(responses.every((r) => r.statusCode === 409 || r.body === fresh[0]?.body))
-      assert.equal(await petsNamed(fx.t, fx.key, 'Crashed twice'), 1)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Crashed twice'), 1)
     })
 
     it('keeps records 24 hours, then prunes them and the key may be used afresh', async () => {
-      const old = await postWithKey(fx.t, fx.key, 'expiry-old', '{"name":"Expiry old","categoryId":1}')
+      const old = await postWithKey(fx.testApp, fx.key, 'expiry-old', '{"name":"Expiry old","categoryId":1}')
       assert.equal(old.statusCode, 201)
-      fx.t.clock.advance(IDEMPOTENCY_RETENTION_MS - 60 * 60_000)
-      const young = await postWithKey(fx.t, fx.key, 'expiry-young', '{"name":"Expiry young","categoryId":1}')
+      fx.testApp.clock.advance(IDEMPOTENCY_RETENTION_MS - 60 * 60_000)
+      const young = await postWithKey(fx.testApp, fx.key, 'expiry-young', '{"name":"Expiry young","categoryId":1}')
       assert.equal(young.statusCode, 201)
 
       // Exactly 24 hours old: still kept and replayed.
-      fx.t.clock.advance(60 * 60_000)
-      const kept = await postWithKey(fx.t, fx.key, 'expiry-old', '{"name":"Expiry old","categoryId":1}')
+      fx.testApp.clock.advance(60 * 60_000)
+      const kept = await postWithKey(fx.testApp, fx.key, 'expiry-old', '{"name":"Expiry old","categoryId":1}')
       assert.equal(kept.headers['idempotent-replayed'], 'true')
       assert.equal(kept.body, old.body)
 
       // Older: the next keyed request prunes it (and only it) from the database.
-      fx.t.clock.advance(IDEMPOTENCY_RETENTION_MS / 24)
-      const trigger = await postWithKey(fx.t, fx.key, 'expiry-trigger', '{"name":"Expiry trigger","categoryId":1}')
+      fx.testApp.clock.advance(IDEMPOTENCY_RETENTION_MS / 24)
+      const trigger = await postWithKey(fx.testApp, fx.key, 'expiry-trigger', '{"name":"Expiry trigger","categoryId":1}')
       assert.equal(trigger.statusCode, 201)
-      const keys = await recordedKeys(fx.t.config.database)
+      const keys = await recordedKeys(fx.testApp.config.database)
       assert.ok(!keys.includes('expiry-old'), `expiry-old was not pruned: ${keys.join(', ')}`)
       assert.ok(keys.includes('expiry-young') && keys.includes('expiry-trigger'))
 
-      const afresh = await postWithKey(fx.t, fx.key, 'expiry-old', '{"name":"Expiry old","categoryId":2}')
+      const afresh = await postWithKey(fx.testApp, fx.key, 'expiry-old', '{"name":"Expiry old","categoryId":2}')
       assert.equal(afresh.statusCode, 201, afresh.body)
       assert.equal(afresh.headers['idempotent-replayed'], undefined)
       assert.notEqual(afresh.body, old.body)
-      const replayedYoung = await postWithKey(fx.t, fx.key, 'expiry-young', '{"name":"Expiry young","categoryId":1}')
+      const replayedYoung = await postWithKey(fx.testApp, fx.key, 'expiry-young', '{"name":"Expiry young","categoryId":1}')
       assert.equal(replayedYoung.body, young.body)
     })
 
     it('uses an expired key afresh even before a prune has removed its record', async () => {
-      const first = await postWithKey(fx.t, fx.key, 'expiry-exact', '{"name":"Expiry exact","categoryId":1}')
+      const first = await postWithKey(fx.testApp, fx.key, 'expiry-exact', '{"name":"Expiry exact","categoryId":1}')
       assert.equal(first.statusCode, 201)
       // A prune 30 s before expiry keeps the record, and the next is not due when it expires.
-      fx.t.clock.advance(IDEMPOTENCY_RETENTION_MS - 30_000)
-      assert.equal((await postWithKey(fx.t, fx.key, 'expiry-prune', '{"name":"Expiry prune","categoryId":1}')).statusCode, 201)
-      fx.t.clock.advance(30_001)
-      assert.ok((await recordedKeys(fx.t.config.database)).includes('expiry-exact'))
-      const afresh = await postWithKey(fx.t, fx.key, 'expiry-exact', '{"name":"Expiry exact","categoryId":2}')
+      fx.testApp.clock.advance(IDEMPOTENCY_RETENTION_MS - 30_000)
+      assert.equal((await postWithKey(fx.testApp, fx.key, 'expiry-prune', '{"name":"Expiry prune","categoryId":1}')).statusCode, 201)
+      fx.testApp.clock.advance(30_001)
+      assert.ok((await recordedKeys(fx.testApp.config.database)).includes('expiry-exact'))
+      const afresh = await postWithKey(fx.testApp, fx.key, 'expiry-exact', '{"name":"Expiry exact","categoryId":2}')
       assert.equal(afresh.statusCode, 201, afresh.body)
       assert.equal(afresh.headers['idempotent-replayed'], undefined)
     })
 
     it('replays after a restart: records are in the database, not in the process', async () => {
       const body = '{"name":"Restart","categoryId":3}'
-      const first = await postWithKey(fx.t, fx.key, 'restart-1', body)
+      const first = await postWithKey(fx.testApp, fx.key, 'restart-1', body)
       assert.equal(first.statusCode, 201)
 
-      const storage = await openStorage(fx.t.config.database)
+      const storage = await openStorage(fx.testApp.config.database)
       await storage.migrate()
       const app = await buildApp({
-        config: fx.t.config,
+        config: fx.testApp.config,
         storage,
-        clock: fx.t.clock,
-        logger: createLogger(fx.t.config, discard),
+        clock: fx.testApp.clock,
+        logger: createLogger(fx.testApp.config, discard),
       })
       try {
         const again = await app.inject({
@@ -395,7 +395,7 @@ for (const engine of ENGINES) {
         await app.close()
         await storage.close()
       }
-      assert.equal(await petsNamed(fx.t, fx.key, 'Restart'), 1)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Restart'), 1)
     })
   })
 
@@ -405,13 +405,13 @@ for (const engine of ENGINES) {
 
     it('answers 409 idempotency_key_in_use for the same body and 422 for another, then replays', async () => {
       const body = '{"name":"Slow","categoryId":1}'
-      const first = postWithKey(fx.t, fx.key, 'slow-1', body)
+      const first = postWithKey(fx.testApp, fx.key, 'slow-1', body)
       try {
         await gate.entered
-        const during = await postWithKey(fx.t, fx.key, 'slow-1', body)
+        const during = await postWithKey(fx.testApp, fx.key, 'slow-1', body)
         assert.equal(during.statusCode, 409)
         assert.equal(errorBody(during).code, 'idempotency_key_in_use')
-        const other = await postWithKey(fx.t, fx.key, 'slow-1', '{"name":"Slow","categoryId":2}')
+        const other = await postWithKey(fx.testApp, fx.key, 'slow-1', '{"name":"Slow","categoryId":2}')
         assert.equal(other.statusCode, 422)
         assert.equal(errorBody(other).code, 'idempotency_key_reused')
       } finally {
@@ -419,10 +419,10 @@ for (const engine of ENGINES) {
       }
       const done = await first
       assert.equal(done.statusCode, 201, done.body)
-      const after = await postWithKey(fx.t, fx.key, 'slow-1', body)
+      const after = await postWithKey(fx.testApp, fx.key, 'slow-1', body)
       assert.equal(after.headers['idempotent-replayed'], 'true')
       assert.equal(after.body, done.body)
-      assert.equal(await petsNamed(fx.t, fx.key, 'Slow'), 1)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Slow'), 1)
     })
   })
 
@@ -445,19 +445,19 @@ for (const engine of ENGINES) {
 
     it('answers the 503 and frees the key: a retry with it creates the pet once', async () => {
       const body = '{"name":"Outage","categoryId":1}'
-      const failed = await postWithKey(fx.t, fx.key, 'outage-1', body)
+      const failed = await postWithKey(fx.testApp, fx.key, 'outage-1', body)
       assert.equal(failed.statusCode, 503, failed.body)
       assert.equal(errorBody(failed).code, 'unavailable')
-      assert.equal(await petsNamed(fx.t, fx.key, 'Outage'), 0, 'the pet of the failed attempt was kept')
-      assert.deepEqual(await recordedKeys(fx.t.config.database), [])
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Outage'), 0, 'the pet of the failed attempt was kept')
+      assert.deepEqual(await recordedKeys(fx.testApp.config.database), [])
 
-      const retried = await postWithKey(fx.t, fx.key, 'outage-1', body)
+      const retried = await postWithKey(fx.testApp, fx.key, 'outage-1', body)
       assert.equal(retried.statusCode, 201, retried.body)
       assert.equal(retried.headers['idempotent-replayed'], undefined)
-      const replayed = await postWithKey(fx.t, fx.key, 'outage-1', body)
+      const replayed = await postWithKey(fx.testApp, fx.key, 'outage-1', body)
       assert.equal(replayed.headers['idempotent-replayed'], 'true')
       assert.equal(replayed.body, retried.body)
-      assert.equal(await petsNamed(fx.t, fx.key, 'Outage'), 1)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Outage'), 1)
     })
   })
 }

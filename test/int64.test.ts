@@ -21,29 +21,29 @@ for (const engine of ENGINES) {
 
     for (const categoryId of [ABOVE_2_53, INT64_MAX]) {
       it(`keeps every digit of categoryId ${categoryId} through create, get and list`, async () => {
-        const created = await postPet(fx.t, fx.key, `{"name":"Big category","categoryId":${categoryId}}`)
+        const created = await postPet(fx.testApp, fx.key, `{"name":"Big category","categoryId":${categoryId}}`)
         assert.equal(created.statusCode, 201, created.body)
         const id = rawId(created.body)
         const expected = `{"id":${id},"name":"Big category","categoryId":${categoryId}}`
         assert.equal(created.body, expected)
 
-        const fetched = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${id}` })
+        const fetched = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${id}` })
         assert.equal(fetched.statusCode, 200, fetched.body)
         assert.equal(fetched.body, expected)
 
-        assert.ok((await listPetsText(fx.t, fx.key)).includes(expected), 'the list does not hold the exact pet')
+        assert.ok((await listPetsText(fx.testApp, fx.key)).includes(expected), 'the list does not hold the exact pet')
       })
     }
 
     for (const categoryId of ['9223372036854775808', '-9223372036854775809', '99999999999999999999']) {
       it(`rejects categoryId ${categoryId}, outside int64, with 400 naming 'categoryId'`, async () => {
-        const before = await listPetsText(fx.t, fx.key)
-        const response = await postPet(fx.t, fx.key, `{"name":"Too big","categoryId":${categoryId}}`)
+        const before = await listPetsText(fx.testApp, fx.key)
+        const response = await postPet(fx.testApp, fx.key, `{"name":"Too big","categoryId":${categoryId}}`)
         assert.equal(response.statusCode, 400, response.body)
         const body = errorBody(response)
         assert.equal(body.code, 'invalid_request')
         assert.ok(body.message.includes("'categoryId'"), body.message)
-        assert.equal(await listPetsText(fx.t, fx.key), before, 'a rejected create stored a pet')
+        assert.equal(await listPetsText(fx.testApp, fx.key), before, 'a rejected create stored a pet')
       })
     }
   })
@@ -54,7 +54,7 @@ for (const engine of ENGINES) {
   describe(`int64 pet ids on ${engine}`, { skip }, () => {
     const fx = useTestApp(engine)
     before(() => {
-      const { database } = fx.t.config
+      const { database } = fx.testApp.config
       if (database.engine !== 'sqlite') throw new Error('this setup writes to a SQLite file')
       const db = new Sqlite(database.path)
       try {
@@ -67,31 +67,31 @@ for (const engine of ENGINES) {
     })
 
     it('gets a pet whose id is above 2^53 with every digit of its id', async () => {
-      const response = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${ABOVE_2_53}` })
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${ABOVE_2_53}` })
       assert.equal(response.statusCode, 200, response.body)
       assert.ok(response.body.includes(`"id":${ABOVE_2_53}`), response.body)
       assert.equal(response.body, `{"id":${ABOVE_2_53},"name":"big","categoryId":1}`)
     })
 
     it('lists a pet whose id is above 2^53 with every digit of its id', async () => {
-      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })
       assert.equal(response.statusCode, 200, response.body)
       assert.equal(response.body, `[{"id":${ABOVE_2_53},"name":"big","categoryId":1}]`)
     })
 
     it('gives the next created pet the id after it, exactly, in the body and the Location', async () => {
-      const response = await postPet(fx.t, fx.key, '{"name":"next","categoryId":2}')
+      const response = await postPet(fx.testApp, fx.key, '{"name":"next","categoryId":2}')
       assert.equal(response.statusCode, 201, response.body)
       assert.equal(response.body, '{"id":9007199254740994,"name":"next","categoryId":2}')
-      assert.equal(response.headers.location, `${fx.t.config.publicBaseUrl}/v1/pets/9007199254740994`)
+      assert.equal(response.headers.location, `${fx.testApp.config.publicBaseUrl}/v1/pets/9007199254740994`)
 
-      const fetched = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/9007199254740994' })
+      const fetched = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets/9007199254740994' })
       assert.equal(fetched.statusCode, 200, fetched.body)
       assert.equal(fetched.body, response.body)
     })
 
     it('answers 404, not 400, for the largest int64 id when no pet has it', async () => {
-      const response = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${INT64_MAX}` })
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${INT64_MAX}` })
       assert.equal(response.statusCode, 404, response.body)
       assert.equal(errorBody(response).code, 'not_found')
     })

@@ -11,8 +11,8 @@ after(cleanupProcesses)
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
 
-function keys(t: TestApp, environment: Environment = t.config.environment): ApiKeysService {
-  return createApiKeysService({ apiKeys: t.storage.apiKeys, clock: t.clock, environment })
+function keys(testApp: TestApp, environment: Environment = testApp.config.environment): ApiKeysService {
+  return createApiKeysService({ apiKeys: testApp.storage.apiKeys, clock: testApp.clock, environment })
 }
 
 /** Why a rotation was refused, or undefined if it was not. */
@@ -25,50 +25,50 @@ function rotated(result: Awaited<ReturnType<ApiKeysService['rotate']>>): Rotated
   return result
 }
 
-async function listStatus(t: TestApp, secret: string): Promise<number> {
-  return (await t.request(secret, { method: 'GET', url: '/v1/pets' })).statusCode
+async function listStatus(testApp: TestApp, secret: string): Promise<number> {
+  return (await testApp.request(secret, { method: 'GET', url: '/v1/pets' })).statusCode
 }
 
 for (const engine of ENGINES) {
   describe(`keys rotate on ${engine}`, () => {
     // Each test gets its own app and database: the key tables are compared whole.
-    const withApp = (test: (t: TestApp) => Promise<void>) => async () => {
-      const t = await buildTestApp(engine)
+    const withApp = (test: (testApp: TestApp) => Promise<void>) => async () => {
+      const testApp = await buildTestApp(engine)
       try {
-        await test(t)
+        await test(testApp)
       } finally {
-        await t.close()
+        await testApp.close()
       }
     }
 
-    it('keeps both keys working during the grace period, and only the new one after it', withApp(async (t) => {
-      const old = await keys(t).create({ name: 'billing' })
-      const { key, secret } = rotated(await keys(t).rotate(old.key.id, 24 * HOUR))
-      assert.equal(await listStatus(t, old.secret), 200)
-      assert.equal(await listStatus(t, secret), 200)
-      t.clock.advance(24 * HOUR - 1)
-      assert.equal(await listStatus(t, old.secret), 200, 'the last millisecond of grace')
-      t.clock.advance(1)
-      const refused = await t.request(old.secret, { method: 'GET', url: '/v1/pets' })
+    it('keeps both keys working during the grace period, and only the new one after it', withApp(async (testApp) => {
+      const old = await keys(testApp).create({ name: 'billing' })
+      const { key, secret } = rotated(await keys(testApp).rotate(old.key.id, 24 * HOUR))
+      assert.equal(await listStatus(testApp, old.secret), 200)
+      assert.equal(await listStatus(testApp, secret), 200)
+      testApp.clock.advance(24 * HOUR - 1)
+      assert.equal(await listStatus(testApp, old.secret), 200, 'the last millisecond of grace')
+      testApp.clock.advance(1)
+      const refused = await testApp.request(old.secret, { method: 'GET', url: '/v1/pets' })
       assert.equal(refused.statusCode, 401)
       assert.equal(errorBody(refused).code, 'unauthorized')
-      assert.equal(await listStatus(t, secret), 200)
+      assert.equal(await listStatus(testApp, secret), 200)
       assert.notEqual(key.id, old.key.id)
     }))
 
-    it('refuses the old key at once with a grace of 0', withApp(async (t) => {
-      const old = await keys(t).create({ name: 'leaked' })
-      const { secret } = rotated(await keys(t).rotate(old.key.id, 0))
-      assert.equal(await listStatus(t, old.secret), 401)
-      assert.equal(await listStatus(t, secret), 200)
+    it('refuses the old key at once with a grace of 0', withApp(async (testApp) => {
+      const old = await keys(testApp).create({ name: 'leaked' })
+      const { secret } = rotated(await keys(testApp).rotate(old.key.id, 0))
+      assert.equal(await listStatus(testApp, old.secret), 401)
+      assert.equal(await listStatus(testApp, secret), 200)
     }))
 
-    it('gives the new key the same name, environment and lifetime, and records the lineage', withApp(async (t) => {
-      const old = await keys(t, 'staging').create({ name: 'partner-x', expiresInMs: 90 * DAY })
-      t.clock.advance(10 * DAY)
-      const now = t.clock.now()
+    it('gives the new key the same name, environment and lifetime, and records the lineage', withApp(async (testApp) => {
+      const old = await keys(testApp, 'staging').create({ name: 'partner-x', expiresInMs: 90 * DAY })
+      testApp.clock.advance(10 * DAY)
+      const now = testApp.clock.now()
       // Rotated by a CLI configured for production: the key stays a staging key.
-      const result = rotated(await keys(t, 'production').rotate(old.key.id, HOUR))
+      const result = rotated(await keys(testApp, 'production').rotate(old.key.id, HOUR))
       assert.deepEqual(result.key, {
         id: result.key.id,
         name: 'partner-x',
@@ -82,58 +82,58 @@ for (const engine of ENGINES) {
       } satisfies ApiKey)
       assert.match(result.secret, /^ps_test_[0-9A-Za-z]{32}$/)
       assert.deepEqual(result.old, { ...old.key, expiresAt: now + HOUR, replacedBy: result.key.id })
-      assert.deepEqual(await t.storage.apiKeys.list(), [result.old, result.key])
+      assert.deepEqual(await testApp.storage.apiKeys.list(), [result.old, result.key])
     }))
 
-    it('keeps a key that never expires as one that never expires', withApp(async (t) => {
-      const old = await keys(t).create({ name: 'forever' })
-      assert.equal(rotated(await keys(t).rotate(old.key.id, HOUR)).key.expiresAt, null)
+    it('keeps a key that never expires as one that never expires', withApp(async (testApp) => {
+      const old = await keys(testApp).create({ name: 'forever' })
+      assert.equal(rotated(await keys(testApp).rotate(old.key.id, HOUR)).key.expiresAt, null)
     }))
 
-    it('never lengthens the life of the old key: an earlier expiry than the grace stays', withApp(async (t) => {
-      const old = await keys(t).create({ name: 'short', expiresInMs: HOUR })
-      t.clock.advance(HOUR / 2)
-      const result = rotated(await keys(t).rotate(old.key.id, 24 * HOUR))
+    it('never lengthens the life of the old key: an earlier expiry than the grace stays', withApp(async (testApp) => {
+      const old = await keys(testApp).create({ name: 'short', expiresInMs: HOUR })
+      testApp.clock.advance(HOUR / 2)
+      const result = rotated(await keys(testApp).rotate(old.key.id, 24 * HOUR))
       assert.equal(result.old.expiresAt, old.key.expiresAt)
-      t.clock.advance(HOUR / 2)
-      assert.equal(await listStatus(t, old.secret), 401)
-      assert.equal(await listStatus(t, result.secret), 200)
+      testApp.clock.advance(HOUR / 2)
+      assert.equal(await listStatus(testApp, old.secret), 401)
+      assert.equal(await listStatus(testApp, result.secret), 200)
     }))
 
-    it('refuses an unknown, a revoked, an expired and an already rotated key, writing nothing', withApp(async (t) => {
-      const revoked = await keys(t).create({ name: 'revoked' })
-      await keys(t).revoke(revoked.key.id)
-      const expired = await keys(t).create({ name: 'expired', expiresInMs: HOUR })
-      const once = await keys(t).create({ name: 'once' })
-      const successor = rotated(await keys(t).rotate(once.key.id, HOUR)).key
-      t.clock.advance(HOUR)
-      const before = await t.storage.apiKeys.list()
+    it('refuses an unknown, a revoked, an expired and an already rotated key, writing nothing', withApp(async (testApp) => {
+      const revoked = await keys(testApp).create({ name: 'revoked' })
+      await keys(testApp).revoke(revoked.key.id)
+      const expired = await keys(testApp).create({ name: 'expired', expiresInMs: HOUR })
+      const once = await keys(testApp).create({ name: 'once' })
+      const successor = rotated(await keys(testApp).rotate(once.key.id, HOUR)).key
+      testApp.clock.advance(HOUR)
+      const before = await testApp.storage.apiKeys.list()
 
-      assert.deepEqual(await keys(t).rotate('key_doesNotExist00', HOUR), { refused: 'unknown' })
-      assert.equal(refusal(await keys(t).rotate(revoked.key.id, HOUR)), 'revoked')
-      assert.equal(refusal(await keys(t).rotate(expired.key.id, HOUR)), 'expired')
+      assert.deepEqual(await keys(testApp).rotate('key_doesNotExist00', HOUR), { refused: 'unknown' })
+      assert.equal(refusal(await keys(testApp).rotate(revoked.key.id, HOUR)), 'revoked')
+      assert.equal(refusal(await keys(testApp).rotate(expired.key.id, HOUR)), 'expired')
       // `once` is past its grace now: expired comes first.
-      assert.equal(refusal(await keys(t).rotate(once.key.id, HOUR)), 'expired')
-      assert.deepEqual(await t.storage.apiKeys.list(), before)
+      assert.equal(refusal(await keys(testApp).rotate(once.key.id, HOUR)), 'expired')
+      assert.deepEqual(await testApp.storage.apiKeys.list(), before)
 
-      const inGrace = await keys(t).create({ name: 'in grace' })
-      const next = rotated(await keys(t).rotate(inGrace.key.id, HOUR)).key
-      assert.deepEqual(await keys(t).rotate(inGrace.key.id, HOUR), {
+      const inGrace = await keys(testApp).create({ name: 'in grace' })
+      const next = rotated(await keys(testApp).rotate(inGrace.key.id, HOUR)).key
+      assert.deepEqual(await keys(testApp).rotate(inGrace.key.id, HOUR), {
         refused: 'rotated',
-        key: { ...inGrace.key, expiresAt: t.clock.now() + HOUR, replacedBy: next.id },
+        key: { ...inGrace.key, expiresAt: testApp.clock.now() + HOUR, replacedBy: next.id },
         replacedBy: next.id,
       })
-      assert.equal((await t.storage.apiKeys.list()).length, before.length + 2)
+      assert.equal((await testApp.storage.apiKeys.list()).length, before.length + 2)
       assert.notEqual(successor.id, next.id)
     }))
 
-    it('lets only one of two simultaneous rotations of a key succeed', withApp(async (t) => {
-      const old = await keys(t).create({ name: 'raced' })
-      const results = await Promise.all([keys(t).rotate(old.key.id, HOUR), keys(t).rotate(old.key.id, HOUR)])
+    it('lets only one of two simultaneous rotations of a key succeed', withApp(async (testApp) => {
+      const old = await keys(testApp).create({ name: 'raced' })
+      const results = await Promise.all([keys(testApp).rotate(old.key.id, HOUR), keys(testApp).rotate(old.key.id, HOUR)])
       const winners = results.filter((result) => !('refused' in result))
       assert.equal(winners.length, 1)
       assert.deepEqual(results.map(refusal).filter((reason) => reason !== undefined), ['rotated'])
-      assert.equal((await t.storage.apiKeys.list()).length, 2, 'the loser inserted no key')
+      assert.equal((await testApp.storage.apiKeys.list()).length, 2, 'the loser inserted no key')
     }))
   })
 

@@ -6,9 +6,9 @@ describe('request logging and request ids', () => {
   const fx = useTestApp('sqlite')
 
   it('writes exactly one info line per request with method, route, status, duration and request id', async () => {
-    const before = fx.t.logs.length
-    const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets?limit=5' })
-    const lines = fx.t.logs.slice(before)
+    const before = fx.testApp.logs.length
+    const response = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets?limit=5' })
+    const lines = fx.testApp.logs.slice(before)
     assert.equal(lines.length, 1)
     const line = lines[0] ?? {}
     assert.equal(line.level, 30)
@@ -21,11 +21,11 @@ describe('request logging and request ids', () => {
   })
 
   it("names the calling key by its public id, and no key on unauthenticated requests", async () => {
-    const [record] = await fx.t.storage.apiKeys.list()
-    const before = fx.t.logs.length
-    await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })
-    await fx.t.app.inject({ method: 'GET', url: '/v1/pets' })
-    const [authenticated, anonymous] = fx.t.logs.slice(before)
+    const [record] = await fx.testApp.storage.apiKeys.list()
+    const before = fx.testApp.logs.length
+    await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })
+    await fx.testApp.app.inject({ method: 'GET', url: '/v1/pets' })
+    const [authenticated, anonymous] = fx.testApp.logs.slice(before)
     assert.match(String(record?.id), /^key_/)
     assert.equal(authenticated?.keyId, record?.id)
     assert.equal(anonymous?.status, 401)
@@ -33,36 +33,36 @@ describe('request logging and request ids', () => {
   })
 
   it('never writes the Authorization header or the key to the logs', async () => {
-    await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })
-    await fx.t.request(`${fx.key}wrong`, { method: 'GET', url: '/v1/pets' })
-    await postPet(fx.t, fx.key, '{"name":1}')
-    const text = JSON.stringify(fx.t.logs)
+    await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })
+    await fx.testApp.request(`${fx.key}wrong`, { method: 'GET', url: '/v1/pets' })
+    await postPet(fx.testApp, fx.key, '{"name":1}')
+    const text = JSON.stringify(fx.testApp.logs)
     assert.doesNotMatch(text, new RegExp(fx.key.slice(8)))
     assert.doesNotMatch(text, /Bearer/i)
   })
 
   it('echoes a sane X-Request-Id and uses it in the log line', async () => {
-    const before = fx.t.logs.length
-    const response = await fx.t.request(fx.key, {
+    const before = fx.testApp.logs.length
+    const response = await fx.testApp.request(fx.key, {
       method: 'GET',
       url: '/v1/pets',
       headers: { 'x-request-id': 'client-abc.123:x' },
     })
     assert.equal(response.headers['x-request-id'], 'client-abc.123:x')
-    assert.equal(fx.t.logs.slice(before)[0]?.reqId, 'client-abc.123:x')
+    assert.equal(fx.testApp.logs.slice(before)[0]?.reqId, 'client-abc.123:x')
   })
 
   it('replaces an insane X-Request-Id with a generated one', async () => {
     for (const given of ['has spaces', 'x'.repeat(129), 'quote"s', '']) {
-      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets', headers: { 'x-request-id': given } })
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets', headers: { 'x-request-id': given } })
       assert.match(String(response.headers['x-request-id']), /^[0-9a-f-]{36}$/)
     }
   })
 
   it('logs unknown routes with their path', async () => {
-    const before = fx.t.logs.length
-    await fx.t.app.inject({ method: 'GET', url: '/nowhere?x=1' })
-    const line = fx.t.logs.slice(before)[0] ?? {}
+    const before = fx.testApp.logs.length
+    await fx.testApp.app.inject({ method: 'GET', url: '/nowhere?x=1' })
+    const line = fx.testApp.logs.slice(before)[0] ?? {}
     assert.equal(line.route, null)
     assert.equal(line.path, '/nowhere')
     assert.equal(line.status, 404)

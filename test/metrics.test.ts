@@ -38,8 +38,8 @@ function sample(text: string, name: string, labels: Labels = {}): number | undef
 
 const exposition = (metrics: Metrics) => metrics.registry.metrics()
 
-async function keyId(t: TestApp): Promise<string> {
-  const keys = await createApiKeysService({ apiKeys: t.storage.apiKeys, clock: t.clock, environment: t.config.environment }).list()
+async function keyId(testApp: TestApp): Promise<string> {
+  const keys = await createApiKeysService({ apiKeys: testApp.storage.apiKeys, clock: testApp.clock, environment: testApp.config.environment }).list()
   assert.equal(keys.length, 1)
   return keys[0]?.id ?? ''
 }
@@ -80,20 +80,20 @@ for (const engine of ENGINES) {
 
     before(async () => {
       for (let i = 0; i < 2; i++) {
-        const created = await postPet(fx.t, fx.key, `{"name":"Rex ${i}","categoryId":1}`)
+        const created = await postPet(fx.testApp, fx.key, `{"name":"Rex ${i}","categoryId":1}`)
         assert.equal(created.statusCode, 201, created.body)
         petId = /"id":(\d+)/.exec(created.body)?.[1] ?? ''
       }
-      for (let i = 0; i < 3; i++) assert.equal((await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
-      assert.equal((await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets?limit=abc' })).statusCode, 400)
+      for (let i = 0; i < 3; i++) assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+      assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets?limit=abc' })).statusCode, 400)
       for (let i = 0; i < 2; i++) {
-        assert.equal((await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })).statusCode, 200)
+        assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })).statusCode, 200)
       }
-      assert.equal((await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets/987654321' })).statusCode, 404)
-      assert.equal((await fx.t.request(fx.key, { method: 'DELETE', url: '/v1/pets' })).statusCode, 405)
-      assert.equal((await fx.t.app.inject({ method: 'GET', url: '/no/such/place?secret=1' })).statusCode, 404)
-      assert.equal((await fx.t.app.inject({ method: 'GET', url: '/v1/pets' })).statusCode, 401)
-      assert.equal((await fx.t.request(`ps_live_${'x'.repeat(32)}`, { method: 'GET', url: '/v1/pets' })).statusCode, 401)
+      assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets/987654321' })).statusCode, 404)
+      assert.equal((await fx.testApp.request(fx.key, { method: 'DELETE', url: '/v1/pets' })).statusCode, 405)
+      assert.equal((await fx.testApp.app.inject({ method: 'GET', url: '/no/such/place?secret=1' })).statusCode, 404)
+      assert.equal((await fx.testApp.app.inject({ method: 'GET', url: '/v1/pets' })).statusCode, 401)
+      assert.equal((await fx.testApp.request(`ps_live_${'x'.repeat(32)}`, { method: 'GET', url: '/v1/pets' })).statusCode, 401)
       text = await exposition(metrics)
     })
 
@@ -133,7 +133,7 @@ for (const engine of ENGINES) {
     })
 
     it('counts getPet calls under the caller key id, never its secret', async () => {
-      const id = await keyId(fx.t)
+      const id = await keyId(fx.testApp)
       assert.match(id, /^key_/)
       // Both the 200 and the 404: each is a call of the deprecated operation.
       assert.equal(sample(text, 'petstore_deprecated_calls_total', { operation: 'getPet', key_id: id }), 3)
@@ -167,15 +167,15 @@ for (const engine of ENGINES) {
   describe(`metrics of database outages on ${engine}`, () => {
     it('counts each request answered 503 because the database is gone', async () => {
       const metrics = createMetrics({ processMetrics: false })
-      const t = await buildTestApp(engine, { env: NO_LIMITS, metrics })
+      const testApp = await buildTestApp(engine, { env: NO_LIMITS, metrics })
       try {
-        const key = await t.createKey()
-        assert.equal((await t.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+        const key = await testApp.createKey()
+        assert.equal((await testApp.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
         assert.equal(sample(await exposition(metrics), 'petstore_db_unavailable_total'), 0)
-        await t.storage.close()
+        await testApp.storage.close()
         // A create, which must reach the database (a read may come from the exact read cache).
         for (let i = 0; i < 2; i++) {
-          const response = await t.request(key, {
+          const response = await testApp.request(key, {
             method: 'POST',
             url: '/v1/pets',
             headers: { 'content-type': 'application/json' },
@@ -185,10 +185,10 @@ for (const engine of ENGINES) {
           assert.equal(errorBody(response).code, 'unavailable')
         }
         // Readiness failing is not a request the database failed: it is not counted.
-        assert.equal((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 503)
+        assert.equal((await testApp.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 503)
         assert.equal(sample(await exposition(metrics), 'petstore_db_unavailable_total'), 2)
       } finally {
-        await t.close()
+        await testApp.close()
       }
     })
   })
@@ -201,7 +201,7 @@ describe('metrics of rate limits', () => {
 
   it('counts a request over the per-key limit', async () => {
     const statuses = []
-    for (let i = 0; i < 3; i++) statuses.push((await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode)
+    for (let i = 0; i < 3; i++) statuses.push((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode)
     assert.deepEqual(statuses, [200, 200, 429])
     const text = await exposition(metrics)
     assert.equal(sample(text, 'petstore_rate_limited_total', { limit: 'per-key' }), 1)
@@ -211,7 +211,7 @@ describe('metrics of rate limits', () => {
   it('counts refusals of an address over the failed-auth limit, and only looked-up keys as invalid', async () => {
     const statuses = []
     for (let i = 0; i < 3; i++) {
-      const response = await fx.t.request(wrong, { method: 'GET', url: '/v1/pets', remoteAddress: '198.51.100.9' })
+      const response = await fx.testApp.request(wrong, { method: 'GET', url: '/v1/pets', remoteAddress: '198.51.100.9' })
       statuses.push(response.statusCode)
     }
     // The second try is looked up, fails and crosses the limit; the third is refused before any lookup.

@@ -40,8 +40,8 @@ interface Document {
 }
 
 /** The document as a client's JSON parser sees it: the whole of it, as the service serves it. */
-async function servedDocument(t: TestApp): Promise<{ text: string; doc: Document }> {
-  const response = await t.app.inject({ method: 'GET', url: '/v1/openapi.json' })
+async function servedDocument(testApp: TestApp): Promise<{ text: string; doc: Document }> {
+  const response = await testApp.app.inject({ method: 'GET', url: '/v1/openapi.json' })
   assert.equal(response.statusCode, 200)
   return { text: response.body, doc: JSON.parse(response.body) as Document }
 }
@@ -69,15 +69,15 @@ function documentedAllow(operation: Operation): string {
 }
 
 describe('OpenAPI document', () => {
-  let t: TestApp
+  let testApp: TestApp
   let doc: Document
   before(async () => {
-    t = await buildTestApp('sqlite', {
+    testApp = await buildTestApp('sqlite', {
       env: { PRODUCTION_BASE_URL: 'https://api.example.org', STAGING_BASE_URL: 'https://staging.example.org/' },
     })
-    doc = (await servedDocument(t)).doc
+    doc = (await servedDocument(testApp)).doc
   })
-  after(() => t.close())
+  after(() => testApp.close())
 
   const operation = (id: string): Operation => {
     for (const methods of Object.values(doc.paths)) {
@@ -237,11 +237,11 @@ describe('OpenAPI document', () => {
 })
 
 describe('OpenAPI document: int64 bounds', () => {
-  let t: TestApp
+  let testApp: TestApp
   before(async () => {
-    t = await buildTestApp('sqlite')
+    testApp = await buildTestApp('sqlite')
   })
-  after(() => t.close())
+  after(() => testApp.close())
 
   const INT64_MAX = 9223372036854775807n
 
@@ -252,7 +252,7 @@ describe('OpenAPI document: int64 bounds', () => {
   }
 
   it('bounds id, categoryId and petId from 1 to 9223372036854775807, every digit written', async () => {
-    const { text } = await servedDocument(t)
+    const { text } = await servedDocument(testApp)
     const doc = parseJson(text) as {
       components: { schemas: Record<string, { properties: Record<string, unknown> }> }
       paths: Record<string, Record<string, { parameters?: { name: string; schema: unknown }[] }>>
@@ -343,21 +343,21 @@ const RATE_LIMIT_PER_KEY = 10
 
 for (const engine of ENGINES) {
   describe(`OpenAPI document against the wire on ${engine}`, () => {
-    let t: TestApp
+    let testApp: TestApp
     let doc: Document
     const { faults, wrap } = faultyStorage(engine)
     before(async () => {
-      t = await buildTestApp(engine, { env: { RATE_LIMIT_PER_KEY: String(RATE_LIMIT_PER_KEY) }, storage: wrap })
-      doc = (await servedDocument(t)).doc
+      testApp = await buildTestApp(engine, { env: { RATE_LIMIT_PER_KEY: String(RATE_LIMIT_PER_KEY) }, storage: wrap })
+      doc = (await servedDocument(testApp)).doc
     })
-    after(() => t.close())
+    after(() => testApp.close())
 
     type Send = (key: string) => Promise<LightMyRequestResponse>
-    const get = (url: string, headers: Record<string, string> = {}): Send => (key) => t.request(key, { method: 'GET', url, headers })
+    const get = (url: string, headers: Record<string, string> = {}): Send => (key) => testApp.request(key, { method: 'GET', url, headers })
     const post = (payload: string, headers: Record<string, string> = {}): Send => (key) =>
-      t.request(key, { method: 'POST', url: '/v1/pets', headers: { 'content-type': 'application/json', ...headers }, payload })
+      testApp.request(key, { method: 'POST', url: '/v1/pets', headers: { 'content-type': 'application/json', ...headers }, payload })
     const valid = '{"name":"Wire","categoryId":1}'
-    const newPetId = async (key: string) => (JSON.parse((await postPet(t, key, valid)).body) as { id: number }).id
+    const newPetId = async (key: string) => (JSON.parse((await postPet(testApp, key, valid)).body) as { id: number }).id
     const withFault = (fault: Faults['fault'], send: Send): Send => async (key) => {
       faults.fault = fault
       try {
@@ -367,14 +367,14 @@ for (const engine of ENGINES) {
       }
     }
     const unchanged = (url: string): Send => async (key) => {
-      const first = await t.request(key, { method: 'GET', url })
+      const first = await testApp.request(key, { method: 'GET', url })
       return get(url, { 'if-none-match': String(first.headers.etag) })(key)
     }
     const overTheLimit = (send: Send): Send => async (key) => {
       for (let i = 0; i < RATE_LIMIT_PER_KEY; i++) await send(key)
       return send(key)
     }
-    const withoutKey = (method: 'GET' | 'POST', url: string): Send => () => t.app.inject({ method, url })
+    const withoutKey = (method: 'GET' | 'POST', url: string): Send => () => testApp.app.inject({ method, url })
 
     /** How to get each documented response on the wire, each with a key of its own. */
     const recipes: Record<string, Send> = {
@@ -382,7 +382,7 @@ for (const engine of ENGINES) {
       'listPets 304': unchanged('/v1/pets'),
       'listPets 400': get('/v1/pets?limit=0'),
       'listPets 401': withoutKey('GET', '/v1/pets'),
-      'listPets 405': (key) => t.request(key, { method: 'DELETE', url: '/v1/pets' }),
+      'listPets 405': (key) => testApp.request(key, { method: 'DELETE', url: '/v1/pets' }),
       'listPets 429': overTheLimit(get('/v1/pets')),
       // A limit no other request uses, so that the answer cannot come from the read cache.
       'listPets 500': withFault('bug', get('/v1/pets?limit=3')),
@@ -390,7 +390,7 @@ for (const engine of ENGINES) {
       'createPet 201': post(valid),
       'createPet 400': post('{"name":'),
       'createPet 401': withoutKey('POST', '/v1/pets'),
-      'createPet 405': (key) => t.request(key, { method: 'PATCH', url: '/v1/pets' }),
+      'createPet 405': (key) => testApp.request(key, { method: 'PATCH', url: '/v1/pets' }),
       'createPet 409': async (key) => {
         const held = faults.holdNextKeyedCreate()
         const first = post(valid, { 'idempotency-key': 'wire-409' })(key)
@@ -416,14 +416,14 @@ for (const engine of ENGINES) {
       'getPet 400': get('/v1/pets/abc'),
       'getPet 401': withoutKey('GET', '/v1/pets/1'),
       'getPet 404': get('/v1/pets/999999'),
-      'getPet 405': (key) => t.request(key, { method: 'DELETE', url: '/v1/pets/1' }),
+      'getPet 405': (key) => testApp.request(key, { method: 'DELETE', url: '/v1/pets/1' }),
       'getPet 410': async (key) => {
-        const now = t.clock.ms
-        t.clock.ms = GET_PET_SUNSET.getTime()
+        const now = testApp.clock.ms
+        testApp.clock.ms = GET_PET_SUNSET.getTime()
         try {
           return await get('/v1/pets/1')(key)
         } finally {
-          t.clock.ms = now
+          testApp.clock.ms = now
         }
       },
       'getPet 429': overTheLimit(get('/v1/pets/1')),
@@ -442,7 +442,7 @@ for (const engine of ENGINES) {
         for (const [status, documentedResponse] of Object.entries(op.responses)) {
           const send = recipes[`${op.operationId} ${status}`]
           assert.ok(send, `${op.operationId} ${status}: no recipe`)
-          const response = await send(await t.createKey())
+          const response = await send(await testApp.createKey())
           assert.equal(String(response.statusCode), status, `${op.operationId} ${status}: ${response.body}`)
           const documentedHeaders = Object.keys(resolved(doc, documentedResponse).headers ?? {})
           for (const name of CONDITIONAL_HEADERS) {
@@ -457,13 +457,13 @@ for (const engine of ENGINES) {
     })
 
     it('answers each method a path lacks with 405 and the Allow its operations document, with or without a key', async () => {
-      const key = await t.createKey()
+      const key = await testApp.createKey()
       for (const { path: documentedPath, operation: op } of operationsOf(doc)) {
         const allow = documentedAllow(op)
         const url = `/v1${documentedPath.replace('{petId}', '1')}`
         for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const) {
           if (allow.split(', ').includes(method)) continue
-          for (const response of [await t.request(key, { method, url }), await t.app.inject({ method, url })]) {
+          for (const response of [await testApp.request(key, { method, url }), await testApp.app.inject({ method, url })]) {
             assert.equal(response.statusCode, 405, `${method} ${url}`)
             assert.equal(response.headers.allow, allow, `${method} ${url}`)
             assert.equal((JSON.parse(response.body) as { code: string }).code, 'method_not_allowed')
@@ -473,11 +473,11 @@ for (const engine of ENGINES) {
     })
 
     it('answers HEAD on each GET operation as GET, with the same status and headers, without the body', async () => {
-      const key = await t.createKey()
+      const key = await testApp.createKey()
       const id = await newPetId(key)
       for (const url of ['/v1/pets?limit=1', `/v1/pets/${id}`, '/v1/pets/999996', '/v1/pets?limit=0']) {
-        const viaGet = await t.request(key, { method: 'GET', url })
-        const viaHead = await t.request(key, { method: 'HEAD', url })
+        const viaGet = await testApp.request(key, { method: 'GET', url })
+        const viaHead = await testApp.request(key, { method: 'HEAD', url })
         assert.equal(viaHead.statusCode, viaGet.statusCode, url)
         assert.equal(viaHead.body, '', url)
         const names = (response: LightMyRequestResponse) => Object.keys(response.headers).sort()

@@ -50,10 +50,10 @@ async function lagEventLoop(ms: number, turnMs: number): Promise<void> {
 }
 
 /** GETs `url` every 25 ms until it answers 200; fails after `limitMs`. */
-async function untilServed(t: TestApp, key: string, url: string, limitMs: number): Promise<void> {
+async function untilServed(testApp: TestApp, key: string, url: string, limitMs: number): Promise<void> {
   const start = performance.now()
   for (;;) {
-    const response = await t.request(key, { method: 'GET', url })
+    const response = await testApp.request(key, { method: 'GET', url })
     if (response.statusCode === 200) return
     if (performance.now() - start > limitMs) assert.fail(`GET ${url} still ${response.statusCode} after ${limitMs} ms: ${response.body}`)
     await sleep(25)
@@ -74,7 +74,7 @@ for (const engine of ENGINES) {
     const fx = useTestApp(engine, { env: { ...NO_RATE_LIMITS, OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '40' }, metrics })
 
     it('answers every request but /healthz with 503 overloaded and Retry-After while the event loop lags, and serves again at once when it no longer does', async (t) => {
-      const { t: app, key } = fx
+      const { testApp: app, key } = fx
       await sleep(1_000)
       assert.equal((await app.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
       assert.deepEqual(await overloadRejections(metrics), { 'event-loop-delay': 0, heap: 0 })
@@ -120,7 +120,7 @@ describe('load shedding while the app starts', () => {
 
   it('sheds nothing in the first moments after the app is ready, when starting has lagged the loop', async () => {
     await lagEventLoop(500, 100)
-    assert.equal((await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+    assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
   })
 })
 
@@ -131,9 +131,9 @@ describe('load shedding on heap use', () => {
   it('answers 503 overloaded while the heap in use is over OVERLOAD_MAX_HEAP_MB, and keeps /healthz', async () => {
     // Nothing is shed in the first three quarters of a second after the app is ready.
     await sleep(1_000)
-    assertOverloaded(await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' }), 'GET /v1/pets')
-    assertOverloaded(await fx.t.app.inject({ method: 'GET', url: '/readyz' }), 'GET /readyz')
-    assert.equal((await fx.t.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
+    assertOverloaded(await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' }), 'GET /v1/pets')
+    assertOverloaded(await fx.testApp.app.inject({ method: 'GET', url: '/readyz' }), 'GET /readyz')
+    assert.equal((await fx.testApp.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
     assert.deepEqual(await overloadRejections(metrics), { 'event-loop-delay': 0, heap: 2 })
   })
 })
@@ -143,7 +143,7 @@ describe('load shedding turned off', () => {
 
   it('serves a lagging process when both thresholds are 0', async () => {
     await lagEventLoop(600, 100)
-    assert.equal((await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+    assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
   })
 })
 

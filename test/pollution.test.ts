@@ -63,24 +63,24 @@ for (const engine of ENGINES) {
     const fx = useTestApp(engine)
     let soldBefore: string
     before(async () => {
-      assert.equal((await postPet(fx.t, fx.key, '{"name":"Before","categoryId":1,"status":"sold"}')).statusCode, 201)
-      soldBefore = await listPetsText(fx.t, fx.key)
+      assert.equal((await postPet(fx.testApp, fx.key, '{"name":"Before","categoryId":1,"status":"sold"}')).statusCode, 201)
+      soldBefore = await listPetsText(fx.testApp, fx.key)
     })
 
     for (const [what, body] of BODIES) {
       it(`refuses ${what} with 400 invalid_request, stores nothing and pollutes nothing`, async () => {
-        const stored = await listPetsText(fx.t, fx.key)
-        const response = await postPet(fx.t, fx.key, body)
+        const stored = await listPetsText(fx.testApp, fx.key)
+        const response = await postPet(fx.testApp, fx.key, body)
         assert.equal(response.statusCode, 400, response.body)
         assert.equal(errorBody(response).code, 'invalid_request')
         assertNotPolluted()
-        assert.equal(await listPetsText(fx.t, fx.key), stored, 'a refused body stored a pet')
+        assert.equal(await listPetsText(fx.testApp, fx.key), stored, 'a refused body stored a pet')
       })
     }
 
     for (const query of QUERIES) {
       it(`refuses the query ${query} with 400 invalid_request and pollutes nothing`, async () => {
-        const response = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets${query}` })
+        const response = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets${query}` })
         assert.equal(response.statusCode, 400, response.body)
         assert.equal(errorBody(response).code, 'invalid_request')
         assertNotPolluted()
@@ -88,19 +88,19 @@ for (const engine of ENGINES) {
     }
 
     it('still creates, lists and gets pets normally afterwards, with no member it was not sent', async () => {
-      const created = await postPet(fx.t, fx.key, '{"name":"After","categoryId":2}')
+      const created = await postPet(fx.testApp, fx.key, '{"name":"After","categoryId":2}')
       assert.equal(created.statusCode, 201, created.body)
       const pet = JSON.parse(created.body) as { id: number }
       assert.deepEqual(pet, { id: pet.id, name: 'After', categoryId: 2 })
 
-      const fetched = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${pet.id}` })
+      const fetched = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${pet.id}` })
       assert.equal(fetched.statusCode, 200, fetched.body)
       assert.equal(fetched.body, created.body)
 
-      const listed = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets?status=sold&limit=10' })
+      const listed = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets?status=sold&limit=10' })
       assert.equal(listed.statusCode, 200, listed.body)
       assert.equal(listed.body, soldBefore)
-      assert.doesNotMatch(await listPetsText(fx.t, fx.key), /polluted|prototype/)
+      assert.doesNotMatch(await listPetsText(fx.testApp, fx.key), /polluted|prototype/)
       assertNotPolluted()
     })
   })

@@ -70,16 +70,16 @@ const KEY_SHAPE = /ps_(live|test)_[A-Za-z0-9]/
 
 for (const engine of ENGINES) {
   describe(`the wire on ${engine}`, () => {
-    let t: TestApp
+    let testApp: TestApp
     let port: number
     let key: string
     before(async () => {
-      t = await buildTestApp(engine, { env: { REQUEST_TIMEOUT_MS: '2000', HEADERS_TIMEOUT_MS: '1000' } })
-      key = await t.createKey()
-      await t.app.listen({ port: 0, host: '127.0.0.1' })
-      port = (t.app.server.address() as net.AddressInfo).port
+      testApp = await buildTestApp(engine, { env: { REQUEST_TIMEOUT_MS: '2000', HEADERS_TIMEOUT_MS: '1000' } })
+      key = await testApp.createKey()
+      await testApp.app.listen({ port: 0, host: '127.0.0.1' })
+      port = (testApp.app.server.address() as net.AddressInfo).port
     })
-    after(() => t.close())
+    after(() => testApp.close())
 
     describe("answers that were Node's", () => {
       it('answers an HTTP/1.1 request without Host with 400 in the error shape', async () => {
@@ -141,7 +141,7 @@ for (const engine of ENGINES) {
       }
 
       it('creates nothing when it refuses two Authorization headers', async () => {
-        assert.doesNotMatch(await listPetsText(t, key), /Twice/)
+        assert.doesNotMatch(await listPetsText(testApp, key), /Twice/)
       })
 
       for (const bytes of ['GET /v1/pets\r\n\r\n', 'GET /v1/pets\r\nHost: a\r\nAuthorization: Bearer k\r\n\r\n']) {
@@ -251,7 +251,7 @@ for (const engine of ENGINES) {
 
     describe('an API key in the wrong place', () => {
       const secret = 'ps_live_Zx9Qm2Lr7Tb4Wc8Yn1Kd5Hs3Jf6Gp0Va'
-      const leaks = () => [...t.logs.map((line) => JSON.stringify(line))].filter((line) => KEY_SHAPE.test(line))
+      const leaks = () => [...testApp.logs.map((line) => JSON.stringify(line))].filter((line) => KEY_SHAPE.test(line))
 
       it('is redacted from a 404 that names the path, and from the log line', async () => {
         const response = await exchange(port, `GET /v1/${secret} HTTP/1.1\r\nHost: a\r\n\r\n`)
@@ -263,7 +263,7 @@ for (const engine of ENGINES) {
       it('is redacted when percent-encoded in a path', async () => {
         const response = await exchange(port, `GET /v1/ps%5Flive%5F${secret.slice(8)} HTTP/1.1\r\nHost: a\r\n\r\n`)
         assert.doesNotMatch(response.body, new RegExp(secret.slice(8)))
-        assert.ok(t.logs.every((line) => !JSON.stringify(line).includes(secret.slice(8))))
+        assert.ok(testApp.logs.every((line) => !JSON.stringify(line).includes(secret.slice(8))))
       })
 
       for (const query of [`limit=${secret}`, `api_key=${secret}`, `${secret}=1`, `status=${secret}`]) {
@@ -276,23 +276,23 @@ for (const engine of ENGINES) {
       }
 
       it('is refused in a body field, named without being echoed, and nothing is stored', async () => {
-        const response = await t.request(key, { method: 'POST', url: '/v1/pets', payload: { name: `my key is ${secret}`, categoryId: 1 } })
+        const response = await testApp.request(key, { method: 'POST', url: '/v1/pets', payload: { name: `my key is ${secret}`, categoryId: 1 } })
         assert.equal(response.statusCode, 400)
         assert.doesNotMatch(response.body, KEY_SHAPE)
         assert.match(response.body, /'name' holds an API key/)
-        assert.doesNotMatch(await listPetsText(t, key), /my key is/)
+        assert.doesNotMatch(await listPetsText(testApp, key), /my key is/)
         assert.deepEqual(leaks(), [])
       })
 
       it('is redacted when it is the name of an unknown body property', async () => {
-        const response = await t.request(key, { method: 'POST', url: '/v1/pets', payload: { name: 'Rex', categoryId: 1, [secret]: true } })
+        const response = await testApp.request(key, { method: 'POST', url: '/v1/pets', payload: { name: 'Rex', categoryId: 1, [secret]: true } })
         assert.equal(response.statusCode, 400)
         assert.match(response.body, /unknown property 'ps_live_…\[redacted\]'/)
         assert.deepEqual(leaks(), [])
       })
 
       it('is refused as an Idempotency-Key, which would be stored', async () => {
-        const response = await t.request(key, {
+        const response = await testApp.request(key, {
           method: 'POST',
           url: '/v1/pets',
           headers: { 'idempotency-key': secret },
@@ -304,21 +304,21 @@ for (const engine of ENGINES) {
       })
 
       it('is never echoed as an X-Request-Id, nor logged as one', async () => {
-        const response = await t.request(key, { method: 'GET', url: '/v1/pets', headers: { 'x-request-id': secret } })
+        const response = await testApp.request(key, { method: 'GET', url: '/v1/pets', headers: { 'x-request-id': secret } })
         assert.equal(response.statusCode, 200)
         assert.match(String(response.headers['x-request-id']), /^[0-9a-f-]{36}$/)
         assert.deepEqual(leaks(), [])
       })
 
       it('in any other header reaches neither the answer nor the logs', async () => {
-        const response = await t.request(key, { method: 'GET', url: '/v1/nothing', headers: { 'x-debug': secret, referer: `https://x/?k=${secret}` } })
+        const response = await testApp.request(key, { method: 'GET', url: '/v1/nothing', headers: { 'x-debug': secret, referer: `https://x/?k=${secret}` } })
         assert.equal(response.statusCode, 404)
         assert.doesNotMatch(response.body, KEY_SHAPE)
         assert.deepEqual(leaks(), [])
       })
 
       it('is still refused in a query string as a credential: only the Authorization header authenticates', async () => {
-        const response = await t.app.inject({ method: 'GET', url: `/v1/pets?access_token=${key}` })
+        const response = await testApp.app.inject({ method: 'GET', url: `/v1/pets?access_token=${key}` })
         assert.equal(response.statusCode, 401)
         assert.doesNotMatch(response.body, KEY_SHAPE)
       })

@@ -4,20 +4,20 @@ import { buildTestApp, errorBody, type TestApp, useTestApp } from './helper.js'
 import { freePort } from './processes.js'
 import { REDIS_MISSING, type RedisServer, startRedis } from './redis.js'
 
-const list = (t: TestApp, key: string, remoteAddress = '203.0.113.7') =>
-  t.request(key, { method: 'GET', url: '/v1/pets', remoteAddress })
+const list = (testApp: TestApp, key: string, remoteAddress = '203.0.113.7') =>
+  testApp.request(key, { method: 'GET', url: '/v1/pets', remoteAddress })
 
 describe('rate limit per API key', () => {
   const fx = useTestApp('sqlite', { env: { RATE_LIMIT_PER_KEY: '5' } })
 
   it('counts down in RateLimit headers, then answers 429 rate_limited with Retry-After', async () => {
     for (let i = 1; i <= 5; i++) {
-      const response = await list(fx.t, fx.key)
+      const response = await list(fx.testApp, fx.key)
       assert.equal(response.statusCode, 200)
       assert.equal(response.headers['ratelimit-policy'], '"per-key";q=5;w=60')
       assert.match(String(response.headers.ratelimit), new RegExp(`^"per-key";r=${5 - i};t=([1-9]|[1-5][0-9]|60)$`))
     }
-    const refused = await list(fx.t, fx.key)
+    const refused = await list(fx.testApp, fx.key)
     assert.equal(refused.statusCode, 429)
     assert.equal(errorBody(refused).code, 'rate_limited')
     assert.ok(Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 60)
@@ -26,8 +26,8 @@ describe('rate limit per API key', () => {
   })
 
   it('keeps a separate budget for every key', async () => {
-    const other = await fx.t.createKey({ name: 'other' })
-    assert.equal((await list(fx.t, other)).statusCode, 200)
+    const other = await fx.testApp.createKey({ name: 'other' })
+    assert.equal((await list(fx.testApp, other)).statusCode, 200)
   })
 })
 
@@ -36,7 +36,7 @@ describe('rate limit turned off', () => {
 
   it('sends no RateLimit headers and never 429 with RATE_LIMIT_PER_KEY=0', async () => {
     for (let i = 0; i < 30; i++) {
-      const response = await list(fx.t, fx.key)
+      const response = await list(fx.testApp, fx.key)
       assert.equal(response.statusCode, 200)
       assert.equal(response.headers['ratelimit-policy'], undefined)
     }
@@ -48,27 +48,27 @@ describe('failed authentication limit per client address', () => {
   const wrong = `ps_live_${'x'.repeat(32)}`
 
   it('answers 401 up to the limit, then 429 even for a valid key from that address, before any lookup', async () => {
-    for (let i = 0; i < 3; i++) assert.equal((await list(fx.t, wrong, '198.51.100.1')).statusCode, 401)
-    const limited = await list(fx.t, wrong, '198.51.100.1')
+    for (let i = 0; i < 3; i++) assert.equal((await list(fx.testApp, wrong, '198.51.100.1')).statusCode, 401)
+    const limited = await list(fx.testApp, wrong, '198.51.100.1')
     assert.equal(limited.statusCode, 429)
     assert.equal(errorBody(limited).code, 'rate_limited')
     assert.equal(limited.headers['ratelimit-policy'], '"failed-auth";q=3;w=60')
     assert.ok(Number(limited.headers['retry-after']) >= 1)
     // A guess that happens to be right must not be told apart from a wrong one.
-    assert.equal((await list(fx.t, fx.key, '198.51.100.1')).statusCode, 429)
+    assert.equal((await list(fx.testApp, fx.key, '198.51.100.1')).statusCode, 429)
   })
 
   it('leaves other addresses alone', async () => {
-    assert.equal((await list(fx.t, fx.key, '198.51.100.2')).statusCode, 200)
-    assert.equal((await list(fx.t, wrong, '198.51.100.2')).statusCode, 401)
+    assert.equal((await list(fx.testApp, fx.key, '198.51.100.2')).statusCode, 200)
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.2')).statusCode, 401)
   })
 
   it('does not count requests that send no key at all', async () => {
     for (let i = 0; i < 5; i++) {
-      const response = await fx.t.app.inject({ method: 'GET', url: '/v1/pets', remoteAddress: '198.51.100.3' })
+      const response = await fx.testApp.app.inject({ method: 'GET', url: '/v1/pets', remoteAddress: '198.51.100.3' })
       assert.equal(response.statusCode, 401)
     }
-    assert.equal((await list(fx.t, fx.key, '198.51.100.3')).statusCode, 200)
+    assert.equal((await list(fx.testApp, fx.key, '198.51.100.3')).statusCode, 200)
   })
 })
 
@@ -112,18 +112,18 @@ describe('rate limits on Redis', { skip: REDIS_MISSING }, () => {
 describe('rate limits when Redis is down', () => {
   it('keeps serving without limits (fails open) and says so in /readyz', async () => {
     const port = await freePort()
-    const t = await buildTestApp('sqlite', { env: { REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_PER_KEY: '2' } })
+    const testApp = await buildTestApp('sqlite', { env: { REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_PER_KEY: '2' } })
     try {
-      const key = await t.createKey()
-      for (let i = 0; i < 5; i++) assert.equal((await list(t, key)).statusCode, 200)
-      const ready = await t.app.inject({ method: 'GET', url: '/readyz' })
+      const key = await testApp.createKey()
+      for (let i = 0; i < 5; i++) assert.equal((await list(testApp, key)).statusCode, 200)
+      const ready = await testApp.app.inject({ method: 'GET', url: '/readyz' })
       assert.equal(ready.statusCode, 200)
       assert.deepEqual(JSON.parse(ready.body), {
         status: 'degraded',
         checks: { database: 'ok', rateLimitStore: 'unavailable' },
       })
     } finally {
-      await t.close()
+      await testApp.close()
     }
   })
 })
@@ -131,7 +131,7 @@ describe('rate limits when Redis is down', () => {
 describe('readiness with in-memory limits', () => {
   const fx = useTestApp('sqlite')
   it('reports the memory store', async () => {
-    const ready = await fx.t.app.inject({ method: 'GET', url: '/readyz' })
+    const ready = await fx.testApp.app.inject({ method: 'GET', url: '/readyz' })
     assert.deepEqual(JSON.parse(ready.body), { status: 'ok', checks: { database: 'ok', rateLimitStore: 'memory' } })
   })
 })

@@ -61,24 +61,24 @@ describe('representation cache', () => {
 
 describe('read answers cached exactly on sqlite', () => {
   const reads = { count: 0 }
-  let t: TestApp
+  let testApp: TestApp
   let key: string
   let file: string
   before(async () => {
-    t = await buildTestApp('sqlite', { storage: (storage) => countingReads(storage, reads) })
-    key = await t.createKey()
-    file = t.config.database.engine === 'sqlite' ? t.config.database.path : ''
+    testApp = await buildTestApp('sqlite', { storage: (storage) => countingReads(storage, reads) })
+    key = await testApp.createKey()
+    file = testApp.config.database.engine === 'sqlite' ? testApp.config.database.path : ''
   })
-  after(() => t.close())
+  after(() => testApp.close())
 
   const list = async (url = '/v1/pets?limit=100') => {
-    const response = await t.request(key, { method: 'GET', url })
+    const response = await testApp.request(key, { method: 'GET', url })
     assert.equal(response.statusCode, 200)
     return response
   }
 
   it('answers a repeated read from the cache, with the same bytes and ETag', async () => {
-    await postPet(t, key, '{"name":"Rex","categoryId":1,"status":"available"}')
+    await postPet(testApp, key, '{"name":"Rex","categoryId":1,"status":"available"}')
     const first = await list()
     const count = reads.count
     const second = await list()
@@ -89,12 +89,12 @@ describe('read answers cached exactly on sqlite', () => {
 
   it("sees this process's own create on the next read", async () => {
     const before = JSON.parse((await list()).body) as unknown[]
-    await postPet(t, key, '{"name":"Tom","categoryId":2}')
+    await postPet(testApp, key, '{"name":"Tom","categoryId":2}')
     assert.equal((JSON.parse((await list()).body) as unknown[]).length, before.length + 1)
   })
 
   it('sees a pet another connection (any process) commits, on the very next read', async () => {
-    const pet = JSON.parse((await postPet(t, key, '{"name":"Kit","categoryId":3,"status":"sold"}')).body) as { id: number }
+    const pet = JSON.parse((await postPet(testApp, key, '{"name":"Kit","categoryId":3,"status":"sold"}')).body) as { id: number }
     const cached = await list(`/v1/pets/${pet.id}`)
     const other = new Sqlite(file)
     try {
@@ -114,7 +114,7 @@ describe('read answers cached exactly on sqlite', () => {
   it('does not cache errors', async () => {
     const count = reads.count
     for (let i = 0; i < 2; i++) {
-      const response = await t.request(key, { method: 'GET', url: '/v1/pets/424242' })
+      const response = await testApp.request(key, { method: 'GET', url: '/v1/pets/424242' })
       assert.equal(response.statusCode, 404)
     }
     assert.equal(reads.count, count + 2)
@@ -123,17 +123,17 @@ describe('read answers cached exactly on sqlite', () => {
 
 for (const engine of ENGINES) {
   describe(`concurrent creates on ${engine}`, () => {
-    let t: TestApp
+    let testApp: TestApp
     let key: string
     before(async () => {
-      t = await buildTestApp(engine)
-      key = await t.createKey()
+      testApp = await buildTestApp(engine)
+      key = await testApp.createKey()
     })
-    after(() => t.close())
+    after(() => testApp.close())
 
     it('gives 200 simultaneous creates 200 distinct ids, each one listed afterwards', async () => {
       const responses = await Promise.all(
-        Array.from({ length: 200 }, (_, i) => postPet(t, key, JSON.stringify({ name: `Pet ${i}`, categoryId: i + 1 }))),
+        Array.from({ length: 200 }, (_, i) => postPet(testApp, key, JSON.stringify({ name: `Pet ${i}`, categoryId: i + 1 }))),
       )
       assert.deepEqual(new Set(responses.map((r) => r.statusCode)), new Set([201]))
       const ids = responses.map((r) => (JSON.parse(r.body) as { id: number }).id)
@@ -142,9 +142,9 @@ for (const engine of ENGINES) {
       for (const cursorUrl of ['/v1/pets?limit=100']) {
         let next: string | undefined = cursorUrl
         while (next !== undefined) {
-          const page = await t.request(key, { method: 'GET', url: next })
+          const page = await testApp.request(key, { method: 'GET', url: next })
           listed.push(...(JSON.parse(page.body) as { id: number }[]).map((pet) => pet.id))
-          next = /<([^>]*)>; rel="next"/.exec(String(page.headers.link ?? ''))?.[1]?.slice(t.config.publicBaseUrl.length)
+          next = /<([^>]*)>; rel="next"/.exec(String(page.headers.link ?? ''))?.[1]?.slice(testApp.config.publicBaseUrl.length)
         }
       }
       assert.deepEqual(listed, [...ids].sort((a, b) => a - b))
@@ -154,9 +154,9 @@ for (const engine of ENGINES) {
 
 describe('the status filter walks the (status, id) index in id order', () => {
   it('on sqlite: EXPLAIN QUERY PLAN searches pets_status_id and sorts nothing', async () => {
-    const t = await buildTestApp('sqlite')
+    const testApp = await buildTestApp('sqlite')
     try {
-      const db = new Sqlite(t.config.database.engine === 'sqlite' ? t.config.database.path : '', { readonly: true })
+      const db = new Sqlite(testApp.config.database.engine === 'sqlite' ? testApp.config.database.path : '', { readonly: true })
       const plan = (db.prepare(`EXPLAIN QUERY PLAN ${SQLITE_LIST_BY_STATUS}`).all('sold', 0, 21) as { detail: string }[])
         .map((row) => row.detail)
         .join('\n')
@@ -164,14 +164,14 @@ describe('the status filter walks the (status, id) index in id order', () => {
       assert.match(plan, /SEARCH pets USING INDEX pets_status_id \(status=\? AND id>\?\)/)
       assert.doesNotMatch(plan, /TEMP B-TREE/)
     } finally {
-      await t.close()
+      await testApp.close()
     }
   })
 
   if (ENGINES.includes('postgres')) {
     it('on postgres: EXPLAIN uses pets_status_id and has no Sort node', async () => {
-      const t = await buildTestApp('postgres')
-      const client = new pg.Client({ connectionString: t.config.database.engine === 'postgres' ? t.config.database.url : '' })
+      const testApp = await buildTestApp('postgres')
+      const client = new pg.Client({ connectionString: testApp.config.database.engine === 'postgres' ? testApp.config.database.url : '' })
       await client.connect()
       try {
         // On a table this small a sequential scan is cheaper; what matters is that the index can serve the order.
@@ -183,7 +183,7 @@ describe('the status filter walks the (status, id) index in id order', () => {
         assert.doesNotMatch(plan, /Sort/)
       } finally {
         await client.end()
-        await t.close()
+        await testApp.close()
       }
     })
   }

@@ -28,18 +28,18 @@ async function slowClient(
 }
 
 describe('timeouts against slow clients', () => {
-  let t: TestApp
+  let testApp: TestApp
   let port: number
   let key: string
   before(async () => {
-    t = await buildTestApp('sqlite', {
+    testApp = await buildTestApp('sqlite', {
       env: { REQUEST_TIMEOUT_MS: '1500', HEADERS_TIMEOUT_MS: '1000', KEEP_ALIVE_TIMEOUT_MS: '1000' },
     })
-    key = await t.createKey()
-    await t.app.listen({ port: 0, host: '127.0.0.1' })
-    port = (t.app.server.address() as net.AddressInfo).port
+    key = await testApp.createKey()
+    await testApp.app.listen({ port: 0, host: '127.0.0.1' })
+    port = (testApp.app.server.address() as net.AddressInfo).port
   })
-  after(() => t.close())
+  after(() => testApp.close())
 
   it('cuts off a client that trickles its body with 408 in the error shape', async () => {
     const body = '{"name":"slow","categoryId":1}'

@@ -62,7 +62,7 @@ function median(values: number[]): number {
 async function timeRefusal(fx: TestAppFixture, key: string): Promise<number> {
   const headers = { authorization: `Bearer ${key}` }
   const started = process.hrtime.bigint()
-  const response = await fx.t.app.inject({ method: 'GET', url: '/v1/pets', headers })
+  const response = await fx.testApp.app.inject({ method: 'GET', url: '/v1/pets', headers })
   const elapsed = Number(process.hrtime.bigint() - started) / 1000
   assert.equal(response.statusCode, 401, response.body)
   return elapsed
@@ -158,7 +158,7 @@ for (const engine of ENGINES) {
 
     const present = async (key: string): Promise<number> => {
       calls.length = 0
-      const response = await fx.t.app.inject({ method: 'GET', url: '/v1/pets', headers: { authorization: `Bearer ${key}` } })
+      const response = await fx.testApp.app.inject({ method: 'GET', url: '/v1/pets', headers: { authorization: `Bearer ${key}` } })
       return response.statusCode
     }
 
@@ -182,7 +182,7 @@ for (const engine of ENGINES) {
     })
 
     it('stores the SHA-256 of each key and nothing of its secret', async () => {
-      const rows = await apiKeyRows(fx.t.config.database)
+      const rows = await apiKeyRows(fx.testApp.config.database)
       assert.equal(rows.length, 1)
       const values = Object.values(rows[0] ?? {}).map(String)
       assert.ok(values.includes(sha256(fx.key)), 'no column holds the SHA-256 of the key')

@@ -87,7 +87,7 @@ for (const engine of ENGINES) {
     const fx = useTestApp(engine)
 
     const petCount = async (): Promise<number> => {
-      const count = (JSON.parse(await listPetsText(fx.t, fx.key)) as unknown[]).length
+      const count = (JSON.parse(await listPetsText(fx.testApp, fx.key)) as unknown[]).length
       assert.ok(count < 100, 'the suite must stay under one page of pets for counts to be exact')
       return count
     }
@@ -116,7 +116,7 @@ for (const engine of ENGINES) {
       assert.equal(response.statusCode, 201, response.body)
       const pet = JSON.parse(response.body) as { id: number }
       assert.deepEqual(pet, { id: pet.id, ...sent })
-      const fetched = await fx.t.request(fx.key, { method: 'GET', url: `/v1/pets/${pet.id}` })
+      const fetched = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${pet.id}` })
       assert.equal(fetched.statusCode, 200, fetched.body)
       assert.deepEqual(JSON.parse(fetched.body), pet)
     }
@@ -124,7 +124,7 @@ for (const engine of ENGINES) {
     const rejectAll = (rejections: Rejection[]): void => {
       for (const { what, body, names } of rejections) {
         it(`rejects ${what} with 400 invalid_request${names === undefined ? '' : ` naming '${names}'`}`, async () => {
-          await assertRejected(() => postPet(fx.t, fx.key, body), 400, 'invalid_request', names)
+          await assertRejected(() => postPet(fx.testApp, fx.key, body), 400, 'invalid_request', names)
         })
       }
     }
@@ -134,18 +134,18 @@ for (const engine of ENGINES) {
 
       it('accepts a name of 200 characters and stores it exactly', async () => {
         const name = 'n'.repeat(200)
-        await assertStored(await postPet(fx.t, fx.key, JSON.stringify({ name, categoryId: 1 })), { name, categoryId: 1 })
+        await assertStored(await postPet(fx.testApp, fx.key, JSON.stringify({ name, categoryId: 1 })), { name, categoryId: 1 })
       })
 
       it('counts Unicode characters, not UTF-16 units: accepts a name of 200 emoji', async () => {
         const name = '🐕'.repeat(200)
         assert.equal(name.length, 400)
-        await assertStored(await postPet(fx.t, fx.key, JSON.stringify({ name, categoryId: 1 })), { name, categoryId: 1 })
+        await assertStored(await postPet(fx.testApp, fx.key, JSON.stringify({ name, categoryId: 1 })), { name, categoryId: 1 })
       })
 
       it('stores a name with leading and trailing spaces unchanged', async () => {
         const name = '  Rex  '
-        await assertStored(await postPet(fx.t, fx.key, JSON.stringify({ name, categoryId: 1 })), { name, categoryId: 1 })
+        await assertStored(await postPet(fx.testApp, fx.key, JSON.stringify({ name, categoryId: 1 })), { name, categoryId: 1 })
       })
     })
 
@@ -153,7 +153,7 @@ for (const engine of ENGINES) {
       rejectAll(categoryIdRejections)
 
       it('accepts a categoryId of 1', async () => {
-        await assertStored(await postPet(fx.t, fx.key, '{"name":"One","categoryId":1}'), { name: 'One', categoryId: 1 })
+        await assertStored(await postPet(fx.testApp, fx.key, '{"name":"One","categoryId":1}'), { name: 'One', categoryId: 1 })
       })
     })
 
@@ -162,7 +162,7 @@ for (const engine of ENGINES) {
 
       for (const status of ['available', 'pending', 'sold'] as const) {
         it(`accepts status ${status} and stores it`, async () => {
-          const response = await postPet(fx.t, fx.key, `{"name":"S","categoryId":2,"status":"${status}"}`)
+          const response = await postPet(fx.testApp, fx.key, `{"name":"S","categoryId":2,"status":"${status}"}`)
           await assertStored(response, { name: 'S', categoryId: 2, status })
         })
       }
@@ -173,7 +173,7 @@ for (const engine of ENGINES) {
 
       it("rejects a __proto__ property with 400 naming '__proto__' and leaves Object.prototype untouched", async () => {
         const body = '{"name":"a","categoryId":1,"__proto__":{"polluted":true}}'
-        await assertRejected(() => postPet(fx.t, fx.key, body), 400, 'invalid_request', '__proto__')
+        await assertRejected(() => postPet(fx.testApp, fx.key, body), 400, 'invalid_request', '__proto__')
         assert.equal(Object.prototype.hasOwnProperty.call(Object.prototype, 'polluted'), false)
         assert.equal((Object.create(Object.prototype) as Record<string, unknown>).polluted, undefined)
       })
@@ -186,7 +186,7 @@ for (const engine of ENGINES) {
         const invalidUtf8 = Buffer.from([0xff, 0xfe, 0xc3])
         const payload = Buffer.concat([Buffer.from('{"name":"'), invalidUtf8, Buffer.from('","categoryId":1}')])
         const send = () =>
-          fx.t.request(fx.key, { method: 'POST', url: '/v1/pets', headers: { 'content-type': 'application/json' }, payload })
+          fx.testApp.request(fx.key, { method: 'POST', url: '/v1/pets', headers: { 'content-type': 'application/json' }, payload })
         await assertRejected(send, 400, 'invalid_request')
       })
     })
@@ -195,7 +195,7 @@ for (const engine of ENGINES) {
       const post = (headers: Record<string, string>, payload?: string): Promise<LightMyRequestResponse> => {
         const options: InjectOptions = { method: 'POST', url: '/v1/pets', headers }
         if (payload !== undefined) options.payload = payload
-        return fx.t.request(fx.key, options)
+        return fx.testApp.request(fx.key, options)
       }
       const valid = '{"name":"Typed","categoryId":3}'
 
@@ -228,21 +228,21 @@ for (const engine of ENGINES) {
 
     describe('size', () => {
       it('rejects a body of 16 KiB + 1 byte of white-space padding with 413 payload_too_large', async () => {
-        await assertRejected(() => postPet(fx.t, fx.key, paddedBody(BODY_LIMIT + 1)), 413, 'payload_too_large')
+        await assertRejected(() => postPet(fx.testApp, fx.key, paddedBody(BODY_LIMIT + 1)), 413, 'payload_too_large')
       })
 
       it('rejects a body of 16 KiB + 1 byte carrying a big unknown property with 413, not 400', async () => {
         const head = '{"name":"a","categoryId":1,"big":"'
         const body = head + 'x'.repeat(BODY_LIMIT + 1 - Buffer.byteLength(head) - 2) + '"}'
         assert.equal(Buffer.byteLength(body), BODY_LIMIT + 1)
-        await assertRejected(() => postPet(fx.t, fx.key, body), 413, 'payload_too_large')
+        await assertRejected(() => postPet(fx.testApp, fx.key, body), 413, 'payload_too_large')
       })
 
       for (const bytes of [BODY_LIMIT - 1, BODY_LIMIT]) {
         it(`accepts a valid body padded to ${bytes} bytes`, async () => {
           const body = paddedBody(bytes)
           assert.equal(Buffer.byteLength(body), bytes)
-          await assertStored(await postPet(fx.t, fx.key, body), { name: 'Padded', categoryId: 1 })
+          await assertStored(await postPet(fx.testApp, fx.key, body), { name: 'Padded', categoryId: 1 })
         })
       }
     })
@@ -252,11 +252,11 @@ for (const engine of ENGINES) {
     const fx = useTestApp(engine)
     before(async () => {
       for (let i = 0; i < 3; i++) {
-        assert.equal((await postPet(fx.t, fx.key, `{"name":"p${i}","categoryId":1,"status":"sold"}`)).statusCode, 201)
+        assert.equal((await postPet(fx.testApp, fx.key, `{"name":"p${i}","categoryId":1,"status":"sold"}`)).statusCode, 201)
       }
     })
 
-    const get = (url: string) => fx.t.request(fx.key, { method: 'GET', url })
+    const get = (url: string) => fx.testApp.request(fx.key, { method: 'GET', url })
 
     const badQueries: [what: string, query: string, names: string][] = [
       ['a limit of 0', '?limit=0', 'limit'],
@@ -312,7 +312,7 @@ for (const engine of ENGINES) {
     describe('getPet query parameters', () => {
       let url: string
       before(async () => {
-        const [pet] = JSON.parse(await listPetsText(fx.t, fx.key)) as { id: number }[]
+        const [pet] = JSON.parse(await listPetsText(fx.testApp, fx.key)) as { id: number }[]
         assert.ok(pet)
         url = `/v1/pets/${pet.id}`
       })
@@ -379,20 +379,20 @@ for (const engine of ENGINES) {
     ]
     for (const [what, options] of badRequests) {
       it(`answers ${what} sent without a key with 401 unauthorized`, async () => {
-        const response = await fx.t.app.inject(options)
+        const response = await fx.testApp.app.inject(options)
         assert.equal(response.statusCode, 401, response.body)
         assert.equal(errorBody(response).code, 'unauthorized')
       })
 
       it(`answers ${what} sent with an unknown key with 401 unauthorized`, async () => {
-        const response = await fx.t.request('ps_live_not_a_real_key', options)
+        const response = await fx.testApp.request('ps_live_not_a_real_key', options)
         assert.equal(response.statusCode, 401, response.body)
         assert.equal(errorBody(response).code, 'unauthorized')
       })
     }
 
     it('stores nothing from unauthenticated creates', async () => {
-      const response = await fx.t.request(fx.key, { method: 'GET', url: '/v1/pets?limit=100' })
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets?limit=100' })
       assert.equal(response.body, '[]')
     })
   })
