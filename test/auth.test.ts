@@ -183,16 +183,13 @@ for (const engine of ENGINES) {
 }
 
 describe('authentication in staging', () => {
-  it('accepts ps_test_ keys and refuses ps_live_ keys', async () => {
+  it('accepts ps_test_ keys and refuses ps_live_ keys', async (t) => {
     const testApp = await buildTestApp('sqlite', { env: { PETSTORE_ENV: 'staging' } })
-    try {
-      const staging = await testApp.createKey()
-      const production = await testApp.createKey({ environment: 'production' })
-      assert.match(staging, /^ps_test_/)
-      assert.equal((await testApp.request(staging, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
-      assert.equal((await testApp.request(production, { method: 'GET', url: '/v1/pets' })).statusCode, 401)
-    } finally {
-      await testApp.close()
-    }
+    t.after(() => testApp.close())
+    const staging = await testApp.createKey()
+    const production = await testApp.createKey({ environment: 'production' })
+    assert.match(staging, /^ps_test_/)
+    assert.equal((await testApp.request(staging, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+    assert.equal((await testApp.request(production, { method: 'GET', url: '/v1/pets' })).statusCode, 401)
   })
 })

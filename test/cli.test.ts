@@ -411,16 +411,13 @@ describe('petstore CLI', { concurrency: 2 }, () => {
   })
 
   describe('migrate', () => {
-    it('migrates a new database with exit 0, then exits 0 again saying it is up to date', async () => {
+    it('migrates a new database with exit 0, then exits 0 again saying it is up to date', async (t) => {
       const { dir, dbFile, env } = fresh()
       const first = await runCli(['migrate'], env, dir)
       assert.equal(first.code, 0, first.stderr)
       const storage = await openStorage(loadConfig(env).database)
-      try {
-        assert.deepEqual(await storage.migrate(), [], 'migrations were left pending')
-      } finally {
-        await storage.close()
-      }
+      t.after(() => storage.close())
+      assert.deepEqual(await storage.migrate(), [], 'migrations were left pending')
       assert.equal(fs.existsSync(dbFile), true)
       const second = await runCli(['migrate'], env, dir)
       assert.equal(second.code, 0, second.stderr)

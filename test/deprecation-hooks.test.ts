@@ -59,13 +59,10 @@ for (const engine of ENGINES) {
 }
 
 describe('deprecation date default', () => {
-  it('sends @1795305600 (2026-11-22) when GETPET_DEPRECATED_AT is unset', async () => {
+  it('sends @1795305600 (2026-11-22) when GETPET_DEPRECATED_AT is unset', async (t) => {
     const testApp = await buildTestApp('sqlite', { clock: new ManualClock() })
-    try {
-      const response = await testApp.app.inject({ method: 'GET', url: '/v1/pets/1' })
-      assert.equal(response.headers.deprecation, '@1795305600')
-    } finally {
-      await testApp.close()
-    }
+    t.after(() => testApp.close())
+    const response = await testApp.app.inject({ method: 'GET', url: '/v1/pets/1' })
+    assert.equal(response.headers.deprecation, '@1795305600')
   })
 })

@@ -126,7 +126,7 @@ for (const engine of ENGINES) {
   })
 
   describe(`faults on ${engine}`, () => {
-    it('answers a bug with 500 internal_error, hides the cause and logs it', async () => {
+    it('answers a bug with 500 internal_error, hides the cause and logs it', async (t) => {
       const testApp = await buildTestApp(engine, {
         storage: (storage) => ({
           ...storage,
@@ -137,22 +137,19 @@ for (const engine of ENGINES) {
           isUnavailable: (error) => storage.isUnavailable(error),
         }),
       })
-      try {
-        const key = await testApp.createKey()
-        const response = await testApp.request(key, { method: 'GET', url: '/v1/pets' })
-        assert.equal(response.statusCode, 500)
-        const body = errorBody(response)
-        assert.equal(body.code, 'internal_error')
-        assert.doesNotMatch(body.message, /boom|secret|var\/lib/)
-        assert.match(body.message, new RegExp(String(response.headers['x-request-id'])))
-        const logged = testApp.logs.find((line) => line.level === 50)
-        assert.match(JSON.stringify(logged), /boom: secret detail/)
-      } finally {
-        await testApp.close()
-      }
+      t.after(() => testApp.close())
+      const key = await testApp.createKey()
+      const response = await testApp.request(key, { method: 'GET', url: '/v1/pets' })
+      assert.equal(response.statusCode, 500)
+      const body = errorBody(response)
+      assert.equal(body.code, 'internal_error')
+      assert.doesNotMatch(body.message, /boom|secret|var\/lib/)
+      assert.match(body.message, new RegExp(String(response.headers['x-request-id'])))
+      const logged = testApp.logs.find((line) => line.level === 50)
+      assert.match(JSON.stringify(logged), /boom: secret detail/)
     })
 
-    it('answers a database failure with 503 unavailable and Retry-After', async () => {
+    it('answers a database failure with 503 unavailable and Retry-After', async (t) => {
       const testApp = await buildTestApp(engine, {
         storage: (storage) => ({
           ...storage,
@@ -163,32 +160,26 @@ for (const engine of ENGINES) {
           isUnavailable: (error) => storage.isUnavailable(error),
         }),
       })
-      try {
-        const key = await testApp.createKey()
-        const response = await postPet(testApp, key, '{"name":"Full","categoryId":1}')
-        assert.equal(response.statusCode, 503)
-        assert.equal(errorBody(response).code, 'unavailable')
-        assert.equal(response.headers['retry-after'], '5')
-      } finally {
-        await testApp.close()
-      }
+      t.after(() => testApp.close())
+      const key = await testApp.createKey()
+      const response = await postPet(testApp, key, '{"name":"Full","categoryId":1}')
+      assert.equal(response.statusCode, 503)
+      assert.equal(errorBody(response).code, 'unavailable')
+      assert.equal(response.headers['retry-after'], '5')
     })
 
-    it('answers 503 and fails readiness when the database is gone, while liveness holds', async () => {
+    it('answers 503 and fails readiness when the database is gone, while liveness holds', async (t) => {
       const testApp = await buildTestApp(engine)
-      try {
-        const key = await testApp.createKey()
-        await testApp.storage.close()
-        const response = await testApp.request(key, { method: 'GET', url: '/v1/pets' })
-        assert.equal(response.statusCode, 503)
-        assert.equal(errorBody(response).code, 'unavailable')
-        const ready = await testApp.app.inject({ method: 'GET', url: '/readyz' })
-        assert.equal(ready.statusCode, 503)
-        assert.equal(errorBody(ready).code, 'unavailable')
-        assert.equal((await testApp.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
-      } finally {
-        await testApp.close()
-      }
+      t.after(() => testApp.close())
+      const key = await testApp.createKey()
+      await testApp.storage.close()
+      const response = await testApp.request(key, { method: 'GET', url: '/v1/pets' })
+      assert.equal(response.statusCode, 503)
+      assert.equal(errorBody(response).code, 'unavailable')
+      const ready = await testApp.app.inject({ method: 'GET', url: '/readyz' })
+      assert.equal(ready.statusCode, 503)
+      assert.equal(errorBody(ready).code, 'unavailable')
+      assert.equal((await testApp.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
     })
   })
 }

@@ -165,31 +165,28 @@ for (const engine of ENGINES) {
   })
 
   describe(`metrics of database outages on ${engine}`, () => {
-    it('counts each request answered 503 because the database is gone', async () => {
+    it('counts each request answered 503 because the database is gone', async (t) => {
       const metrics = createMetrics({ processMetrics: false })
       const testApp = await buildTestApp(engine, { env: NO_LIMITS, metrics })
-      try {
-        const key = await testApp.createKey()
-        assert.equal((await testApp.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
-        assert.equal(sample(await exposition(metrics), 'petstore_db_unavailable_total'), 0)
-        await testApp.storage.close()
-        // A create, which must reach the database (a read may come from the exact read cache).
-        for (let i = 0; i < 2; i++) {
-          const response = await testApp.request(key, {
-            method: 'POST',
-            url: '/v1/pets',
-            headers: { 'content-type': 'application/json' },
-            payload: '{"name":"Rex","categoryId":1}',
-          })
-          assert.equal(response.statusCode, 503)
-          assert.equal(errorBody(response).code, 'unavailable')
-        }
-        // Readiness failing is not a request the database failed: it is not counted.
-        assert.equal((await testApp.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 503)
-        assert.equal(sample(await exposition(metrics), 'petstore_db_unavailable_total'), 2)
-      } finally {
-        await testApp.close()
+      t.after(() => testApp.close())
+      const key = await testApp.createKey()
+      assert.equal((await testApp.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+      assert.equal(sample(await exposition(metrics), 'petstore_db_unavailable_total'), 0)
+      await testApp.storage.close()
+      // A create, which must reach the database (a read may come from the exact read cache).
+      for (let i = 0; i < 2; i++) {
+        const response = await testApp.request(key, {
+          method: 'POST',
+          url: '/v1/pets',
+          headers: { 'content-type': 'application/json' },
+          payload: '{"name":"Rex","categoryId":1}',
+        })
+        assert.equal(response.statusCode, 503)
+        assert.equal(errorBody(response).code, 'unavailable')
       }
+      // Readiness failing is not a request the database failed: it is not counted.
+      assert.equal((await testApp.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 503)
+      assert.equal(sample(await exposition(metrics), 'petstore_db_unavailable_total'), 2)
     })
   })
 }
@@ -289,20 +286,17 @@ describe('the metrics listener of petstore serve', () => {
     await database.drop()
   })
 
-  it('exits 1 naming METRICS_PORT when that port is taken', { timeout: 30_000 }, async () => {
+  it('exits 1 naming METRICS_PORT when that port is taken', { timeout: 30_000 }, async (t) => {
     const dir = trackedTempDir('petstore-metrics-')
     const database = await createTestDatabase('sqlite', dir)
     const taken = net.createServer()
     taken.listen(0, '127.0.0.1')
     await once(taken, 'listening')
-    try {
-      const { port } = taken.address() as net.AddressInfo
-      const result = await runCli(['serve'], { ...database.env, HOST: '127.0.0.1', PORT: String(await freePort()), METRICS_PORT: String(port) }, dir)
-      assert.equal(result.code, 1, result.stderr)
-      assert.match(result.stderr, /METRICS_PORT/)
-    } finally {
-      taken.close()
-    }
+    t.after(() => taken.close())
+    const { port } = taken.address() as net.AddressInfo
+    const result = await runCli(['serve'], { ...database.env, HOST: '127.0.0.1', PORT: String(await freePort()), METRICS_PORT: String(port) }, dir)
+    assert.equal(result.code, 1, result.stderr)
+    assert.match(result.stderr, /METRICS_PORT/)
   })
 
   it('sums the figures of every worker on the primary with --workers 2, where workers open no listener of their own', { timeout: 60_000 }, async () => {

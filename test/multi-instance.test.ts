@@ -76,18 +76,15 @@ describe('two instances on one PostgreSQL database', { skip, timeout: 60_000 }, 
     await drop?.()
   })
 
-  it('applies each migration exactly once when both start at the same time on a new database', async () => {
+  it('applies each migration exactly once when both start at the same time on a new database', async (t) => {
     const client = new pg.Client({ connectionString: env.DATABASE_URL })
     await client.connect()
-    try {
-      const { rows } = await client.query<{ name: string }>('SELECT name FROM schema_migrations ORDER BY name')
-      assert.deepEqual(
-        rows.map((row) => row.name),
-        Object.keys(postgresMigrations).sort(),
-      )
-    } finally {
-      await client.end()
-    }
+    t.after(() => client.end())
+    const { rows } = await client.query<{ name: string }>('SELECT name FROM schema_migrations ORDER BY name')
+    assert.deepEqual(
+      rows.map((row) => row.name),
+      Object.keys(postgresMigrations).sort(),
+    )
     const appliedBy = instances.map((server) =>
       server
         .output()
