@@ -82,110 +82,98 @@ function flaky(real: DeprecationsRepository): DeprecationsRepository & { down: b
 
 for (const engine of ENGINES) {
   describe(`deprecated call recording on ${engine}`, () => {
-    it('writes nothing per call: counts reach the database at a flush, one row per key', async () => {
+    it('writes nothing per call: counts reach the database at a flush, one row per key', async (t) => {
       const f = await fixture(engine)
-      try {
-        const recorder = f.recorder()
-        const start = f.clock.now()
-        recorder.record(GET_PET, 'key_a')
-        f.clock.advance(MINUTE)
-        recorder.record(GET_PET, 'key_a')
-        recorder.record(GET_PET, 'key_b')
-        assert.deepEqual(await f.callers(), [], 'nothing is written before the flush')
-        await recorder.flush()
-        assert.deepEqual(
-          (await f.callers()).map(({ keyId, calls, firstSeen, lastSeen }) => [keyId, calls, firstSeen, lastSeen]),
-          [
-            ['key_a', 2, start, start + MINUTE],
-            ['key_b', 1, start + MINUTE, start + MINUTE],
-          ],
-        )
-        await recorder.flush()
-        assert.equal((await f.callers()).reduce((sum, caller) => sum + caller.calls, 0), 3, 'a flush writes each call once')
-      } finally {
-        await f.close()
-      }
+      t.after(() => f.close())
+      const recorder = f.recorder()
+      const start = f.clock.now()
+      recorder.record(GET_PET, 'key_a')
+      f.clock.advance(MINUTE)
+      recorder.record(GET_PET, 'key_a')
+      recorder.record(GET_PET, 'key_b')
+      assert.deepEqual(await f.callers(), [], 'nothing is written before the flush')
+      await recorder.flush()
+      assert.deepEqual(
+        (await f.callers()).map(({ keyId, calls, firstSeen, lastSeen }) => [keyId, calls, firstSeen, lastSeen]),
+        [
+          ['key_a', 2, start, start + MINUTE],
+          ['key_b', 1, start + MINUTE, start + MINUTE],
+        ],
+      )
+      await recorder.flush()
+      assert.equal((await f.callers()).reduce((sum, caller) => sum + caller.calls, 0), 3, 'a flush writes each call once')
     })
 
-    it('adds up the counts of two processes on one database, keeping the earliest first and the latest last seen', async () => {
+    it('adds up the counts of two processes on one database, keeping the earliest first and the latest last seen', async (t) => {
       const f = await fixture(engine)
-      try {
-        const one = f.recorder(f.storage.deprecations)
-        const two = f.recorder(f.other.deprecations)
-        const start = f.clock.now()
-        for (let i = 0; i < 5; i++) one.record(GET_PET, 'key_shared')
-        f.clock.advance(-MINUTE)
-        two.record(GET_PET, 'key_shared')
-        f.clock.advance(3 * MINUTE)
-        two.record(GET_PET, 'key_shared')
-        await Promise.all([one.flush(), two.flush()])
-        // A later batch adds to the stored row rather than replacing it.
-        one.record(GET_PET, 'key_shared')
-        await one.flush()
-        const [caller, ...rest] = await f.callers()
-        assert.deepEqual(rest, [])
-        assert.deepEqual(caller, {
-          operation: GET_PET,
-          keyId: 'key_shared',
-          keyName: null,
-          calls: 8,
-          firstSeen: start - MINUTE,
-          lastSeen: start + 2 * MINUTE,
-        })
-      } finally {
-        await f.close()
-      }
+      t.after(() => f.close())
+      const one = f.recorder(f.storage.deprecations)
+      const two = f.recorder(f.other.deprecations)
+      const start = f.clock.now()
+      for (let i = 0; i < 5; i++) one.record(GET_PET, 'key_shared')
+      f.clock.advance(-MINUTE)
+      two.record(GET_PET, 'key_shared')
+      f.clock.advance(3 * MINUTE)
+      two.record(GET_PET, 'key_shared')
+      await Promise.all([one.flush(), two.flush()])
+      // A later batch adds to the stored row rather than replacing it.
+      one.record(GET_PET, 'key_shared')
+      await one.flush()
+      const [caller, ...rest] = await f.callers()
+      assert.deepEqual(rest, [])
+      assert.deepEqual(caller, {
+        operation: GET_PET,
+        keyId: 'key_shared',
+        keyName: null,
+        calls: 8,
+        firstSeen: start - MINUTE,
+        lastSeen: start + 2 * MINUTE,
+      })
     })
 
-    it('keeps the counts of a failed flush and writes them, merged with newer ones, at the next', async () => {
+    it('keeps the counts of a failed flush and writes them, merged with newer ones, at the next', async (t) => {
       const f = await fixture(engine)
-      try {
-        const repository = flaky(f.storage.deprecations)
-        const recorder = f.recorder(repository)
-        const start = f.clock.now()
-        for (let i = 0; i < 1000; i++) recorder.record(GET_PET, i % 2 === 0 ? 'key_even' : 'key_odd')
-        await recorder.flush()
-        assert.equal(repository.attempts, 1)
-        assert.match(String(f.flushErrors[0]), /ECONNREFUSED/, 'the failure is reported, not thrown')
-        assert.deepEqual(await f.callers(), [])
+      t.after(() => f.close())
+      const repository = flaky(f.storage.deprecations)
+      const recorder = f.recorder(repository)
+      const start = f.clock.now()
+      for (let i = 0; i < 1000; i++) recorder.record(GET_PET, i % 2 === 0 ? 'key_even' : 'key_odd')
+      await recorder.flush()
+      assert.equal(repository.attempts, 1)
+      assert.match(String(f.flushErrors[0]), /ECONNREFUSED/, 'the failure is reported, not thrown')
+      assert.deepEqual(await f.callers(), [])
 
-        f.clock.advance(MINUTE)
-        recorder.record(GET_PET, 'key_even')
-        await recorder.flush()
-        assert.equal(f.flushErrors.length, 2)
-        repository.down = false
-        await recorder.flush()
-        assert.deepEqual(
-          (await f.callers()).map(({ keyId, calls, firstSeen, lastSeen }) => [keyId, calls, firstSeen, lastSeen]),
-          [
-            ['key_even', 501, start, start + MINUTE],
-            ['key_odd', 500, start, start],
-          ],
-        )
-        await recorder.flush()
-        assert.equal(repository.attempts, 3, 'nothing left to write: no empty write either')
-      } finally {
-        await f.close()
-      }
+      f.clock.advance(MINUTE)
+      recorder.record(GET_PET, 'key_even')
+      await recorder.flush()
+      assert.equal(f.flushErrors.length, 2)
+      repository.down = false
+      await recorder.flush()
+      assert.deepEqual(
+        (await f.callers()).map(({ keyId, calls, firstSeen, lastSeen }) => [keyId, calls, firstSeen, lastSeen]),
+        [
+          ['key_even', 501, start, start + MINUTE],
+          ['key_odd', 500, start, start],
+        ],
+      )
+      await recorder.flush()
+      assert.equal(repository.attempts, 3, 'nothing left to write: no empty write either')
     })
 
-    it('flushes by itself every flush interval, and once more when closed', async () => {
+    it('flushes by itself every flush interval, and once more when closed', async (t) => {
       const f = await fixture(engine)
-      try {
-        const recorder = f.recorder(f.storage.deprecations, 20)
-        recorder.record(GET_PET, 'key_timed')
-        let calls = 0
-        for (let tries = 0; tries < 500 && calls === 0; tries++) {
-          await sleep(10)
-          calls = (await f.callers())[0]?.calls ?? 0
-        }
-        assert.equal(calls, 1, 'no flush within 5 s of a 20 ms interval')
-        recorder.record(GET_PET, 'key_timed')
-        await recorder.close()
-        assert.equal((await f.callers())[0]?.calls, 2)
-      } finally {
-        await f.close()
+      t.after(() => f.close())
+      const recorder = f.recorder(f.storage.deprecations, 20)
+      recorder.record(GET_PET, 'key_timed')
+      let calls = 0
+      for (let tries = 0; tries < 500 && calls === 0; tries++) {
+        await sleep(10)
+        calls = (await f.callers())[0]?.calls ?? 0
       }
+      assert.equal(calls, 1, 'no flush within 5 s of a 20 ms interval')
+      recorder.record(GET_PET, 'key_timed')
+      await recorder.close()
+      assert.equal((await f.callers())[0]?.calls, 2)
     })
   })
 
@@ -243,103 +231,97 @@ for (const engine of ENGINES) {
   })
 
   describe(`the deprecation report on ${engine}`, () => {
-    it('lists callers by last seen, newest first, names known keys, keeps unknown ones, and counts days to the sunset', async () => {
+    it('lists callers by last seen, newest first, names known keys, keeps unknown ones, and counts days to the sunset', async (t) => {
       const f = await fixture(engine)
-      try {
-        const keys = createApiKeysService({ apiKeys: f.storage.apiKeys, clock: f.clock, environment: 'production' })
-        const known = await keys.create({ name: 'billing' })
-        const recorder = f.recorder()
-        recorder.record(GET_PET, 'key_deletedLongAgo0')
-        f.clock.advance(MINUTE)
-        recorder.record(GET_PET, known.key.id)
-        await recorder.flush()
+      t.after(() => f.close())
+      const keys = createApiKeysService({ apiKeys: f.storage.apiKeys, clock: f.clock, environment: 'production' })
+      const known = await keys.create({ name: 'billing' })
+      const recorder = f.recorder()
+      recorder.record(GET_PET, 'key_deletedLongAgo0')
+      f.clock.advance(MINUTE)
+      recorder.record(GET_PET, known.key.id)
+      await recorder.flush()
 
-        const service = createDeprecationsService({ deprecations: f.storage.deprecations, clock: f.clock })
-        const report = await service.report(GET_PET, GET_PET_SUNSET)
-        assert.deepEqual(
-          report.callers.map((caller) => [caller.keyId, caller.keyName]),
-          [
-            [known.key.id, 'billing'],
-            ['key_deletedLongAgo0', null],
-          ],
-        )
-        // 2026-11-22T12:01Z to 2030-12-05T00:00Z: 1473 days and almost 12 hours, rounded up.
-        assert.deepEqual([report.daysLeft, report.sunsetPassed], [1474, false])
+      const service = createDeprecationsService({ deprecations: f.storage.deprecations, clock: f.clock })
+      const report = await service.report(GET_PET, GET_PET_SUNSET)
+      assert.deepEqual(
+        report.callers.map((caller) => [caller.keyId, caller.keyName]),
+        [
+          [known.key.id, 'billing'],
+          ['key_deletedLongAgo0', null],
+        ],
+      )
+      // 2026-11-22T12:01Z to 2030-12-05T00:00Z: 1473 days and almost 12 hours, rounded up.
+      assert.deepEqual([report.daysLeft, report.sunsetPassed], [1474, false])
 
-        f.clock.ms = GET_PET_SUNSET.getTime() - 1
-        assert.deepEqual(
-          [(await service.report(GET_PET, GET_PET_SUNSET)).daysLeft, (await service.report(GET_PET, GET_PET_SUNSET)).sunsetPassed],
-          [1, false],
-        )
-        for (const at of [GET_PET_SUNSET.getTime(), GET_PET_SUNSET.getTime() + 400 * DAY]) {
-          f.clock.ms = at
-          const passed = await service.report(GET_PET, GET_PET_SUNSET)
-          assert.deepEqual([passed.daysLeft, passed.sunsetPassed], [0, true])
-        }
-      } finally {
-        await f.close()
+      f.clock.ms = GET_PET_SUNSET.getTime() - 1
+      assert.deepEqual(
+        [(await service.report(GET_PET, GET_PET_SUNSET)).daysLeft, (await service.report(GET_PET, GET_PET_SUNSET)).sunsetPassed],
+        [1, false],
+      )
+      for (const at of [GET_PET_SUNSET.getTime(), GET_PET_SUNSET.getTime() + 400 * DAY]) {
+        f.clock.ms = at
+        const passed = await service.report(GET_PET, GET_PET_SUNSET)
+        assert.deepEqual([passed.daysLeft, passed.sunsetPassed], [0, true])
       }
     })
   })
 
   describe(`petstore deprecations against a real server on ${engine}`, () => {
-    it('shows the getPet calls of a server that was stopped within seconds of them, as a table and as JSON', { timeout: 60_000 }, async () => {
+    it('shows the getPet calls of a server that was stopped within seconds of them, as a table and as JSON', { timeout: 60_000 }, async (t) => {
       const dir = trackedTempDir('petstore-deprecations-')
       const database = await createTestDatabase(engine, dir)
+      t.after(() => database.drop())
       const { env } = database
+      const create = await runCli(['keys', 'create', '--name', 'legacy-app', '--json'], env, dir)
+      assert.equal(create.code, 0, create.stderr)
+      const key = JSON.parse(create.stdout) as { id: string; key: string }
+
+      const empty = await runCli(['deprecations'], env, dir)
+      assert.equal(empty.code, 0, empty.stderr)
+      assert.match(empty.stdout, /sunset 2030-12-05T00:00:00\.000Z, \d+ days left/)
+      assert.match(empty.stdout, /No key has called it/)
+
+      const server = await startServer(env, dir)
+      const before = Date.now()
       try {
-        const create = await runCli(['keys', 'create', '--name', 'legacy-app', '--json'], env, dir)
-        assert.equal(create.code, 0, create.stderr)
-        const key = JSON.parse(create.stdout) as { id: string; key: string }
-
-        const empty = await runCli(['deprecations'], env, dir)
-        assert.equal(empty.code, 0, empty.stderr)
-        assert.match(empty.stdout, /sunset 2030-12-05T00:00:00\.000Z, \d+ days left/)
-        assert.match(empty.stdout, /No key has called it/)
-
-        const server = await startServer(env, dir)
-        const before = Date.now()
-        try {
-          for (let i = 0; i < 3; i++) {
-            const response = await fetch(`${server.baseUrl}/v1/pets/1`, { headers: { authorization: `Bearer ${key.key}` } })
-            assert.equal(response.status, 404)
-          }
-        } finally {
-          // Well within the 10 s flush interval: the counts are written by the shutdown.
-          const exit = await stopServer(server)
-          assert.equal(exit.code, 0, server.output())
+        for (let i = 0; i < 3; i++) {
+          const response = await fetch(`${server.baseUrl}/v1/pets/1`, { headers: { authorization: `Bearer ${key.key}` } })
+          assert.equal(response.status, 404)
         }
-        const afterCalls = Date.now()
-
-        const json = await runCli(['deprecations', '--json'], env, dir)
-        assert.equal(json.code, 0, json.stderr)
-        const report = JSON.parse(json.stdout) as {
-          operation: string
-          sunset: string
-          sunsetPassed: boolean
-          daysLeft: number
-          keys: { id: string; name: string | null; calls: number; firstSeen: string; lastSeen: string }[]
-        }
-        assert.deepEqual(Object.keys(report), ['operation', 'sunset', 'sunsetPassed', 'daysLeft', 'keys'])
-        assert.equal(report.operation, 'getPet')
-        assert.equal(report.sunset, '2030-12-05T00:00:00.000Z')
-        assert.equal(report.sunsetPassed, false)
-        assert.equal(report.daysLeft, Math.ceil((GET_PET_SUNSET.getTime() - Date.now()) / DAY))
-        assert.equal(report.keys.length, 1)
-        const [caller] = report.keys
-        assert.deepEqual([caller?.id, caller?.name, caller?.calls], [key.id, 'legacy-app', 3])
-        for (const at of [caller?.firstSeen ?? '', caller?.lastSeen ?? '']) {
-          assert.ok(Date.parse(at) >= before && Date.parse(at) <= afterCalls, at)
-        }
-
-        const text = await runCli(['deprecations'], env, dir)
-        assert.equal(text.code, 0, text.stderr)
-        const lines = text.stdout.trimEnd().split('\n')
-        assert.match(lines[1] ?? '', /^KEY ID +NAME +CALLS +FIRST SEEN +LAST SEEN$/)
-        assert.deepEqual(lines[2]?.split(/ {2,}/), [key.id, 'legacy-app', '3', caller?.firstSeen, caller?.lastSeen])
       } finally {
-        await database.drop()
+        // Well within the 10 s flush interval: the counts are written by the shutdown.
+        const exit = await stopServer(server)
+        assert.equal(exit.code, 0, server.output())
       }
+      const afterCalls = Date.now()
+
+      const json = await runCli(['deprecations', '--json'], env, dir)
+      assert.equal(json.code, 0, json.stderr)
+      const report = JSON.parse(json.stdout) as {
+        operation: string
+        sunset: string
+        sunsetPassed: boolean
+        daysLeft: number
+        keys: { id: string; name: string | null; calls: number; firstSeen: string; lastSeen: string }[]
+      }
+      assert.deepEqual(Object.keys(report), ['operation', 'sunset', 'sunsetPassed', 'daysLeft', 'keys'])
+      assert.equal(report.operation, 'getPet')
+      assert.equal(report.sunset, '2030-12-05T00:00:00.000Z')
+      assert.equal(report.sunsetPassed, false)
+      assert.equal(report.daysLeft, Math.ceil((GET_PET_SUNSET.getTime() - Date.now()) / DAY))
+      assert.equal(report.keys.length, 1)
+      const [caller] = report.keys
+      assert.deepEqual([caller?.id, caller?.name, caller?.calls], [key.id, 'legacy-app', 3])
+      for (const at of [caller?.firstSeen ?? '', caller?.lastSeen ?? '']) {
+        assert.ok(Date.parse(at) >= before && Date.parse(at) <= afterCalls, at)
+      }
+
+      const text = await runCli(['deprecations'], env, dir)
+      assert.equal(text.code, 0, text.stderr)
+      const lines = text.stdout.trimEnd().split('\n')
+      assert.match(lines[1] ?? '', /^KEY ID +NAME +CALLS +FIRST SEEN +LAST SEEN$/)
+      assert.deepEqual(lines[2]?.split(/ {2,}/), [key.id, 'legacy-app', '3', caller?.firstSeen, caller?.lastSeen])
     })
   })
 }

@@ -367,7 +367,7 @@ for (const engine of ENGINES) {
       assert.equal(afresh.headers['idempotent-replayed'], undefined)
     })
 
-    it('replays after a restart: records are in the database, not in the process', async () => {
+    it('replays after a restart: records are in the database, not in the process', async (t) => {
       const body = '{"name":"Restart","categoryId":3}'
       const first = await postWithKey(fx.testApp, fx.key, 'restart-1', body)
       assert.equal(first.statusCode, 201)
@@ -380,21 +380,21 @@ for (const engine of ENGINES) {
         clock: fx.testApp.clock,
         logger: createLogger(fx.testApp.config, discard),
       })
-      try {
-        const again = await app.inject({
-          method: 'POST',
-          url: '/v1/pets',
-          headers: { authorization: `Bearer ${fx.key}`, 'content-type': 'application/json', 'idempotency-key': 'restart-1' },
-          payload: body,
-        })
-        assert.equal(again.statusCode, 201)
-        assert.equal(again.headers['idempotent-replayed'], 'true')
-        assert.equal(again.body, first.body)
-        assert.equal(again.headers.location, first.headers.location)
-      } finally {
+      // One hook, as the app must close before its storage: t.after runs hooks in the order they were added.
+      t.after(async () => {
         await app.close()
         await storage.close()
-      }
+      })
+      const again = await app.inject({
+        method: 'POST',
+        url: '/v1/pets',
+        headers: { authorization: `Bearer ${fx.key}`, 'content-type': 'application/json', 'idempotency-key': 'restart-1' },
+        payload: body,
+      })
+      assert.equal(again.statusCode, 201)
+      assert.equal(again.headers['idempotent-replayed'], 'true')
+      assert.equal(again.body, first.body)
+      assert.equal(again.headers.location, first.headers.location)
       assert.equal(await petsNamed(fx.testApp, fx.key, 'Restart'), 1)
     })
   })

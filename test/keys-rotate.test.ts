@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { after, describe, it } from 'node:test'
+import { type TestContext, after, describe, it } from 'node:test'
 import type { ApiKey } from '../src/api-keys/api-keys.repository.js'
 import { type ApiKeysService, createApiKeysService, type RotatedApiKey } from '../src/api-keys/api-keys.service.js'
 import type { Environment } from '../src/config.js'
@@ -32,13 +32,10 @@ async function listStatus(testApp: TestApp, secret: string): Promise<number> {
 for (const engine of ENGINES) {
   describe(`keys rotate on ${engine}`, () => {
     // Each test gets its own app and database: the key tables are compared whole.
-    const withApp = (test: (testApp: TestApp) => Promise<void>) => async () => {
+    const withApp = (test: (testApp: TestApp) => Promise<void>) => async (t: TestContext) => {
       const testApp = await buildTestApp(engine)
-      try {
-        await test(testApp)
-      } finally {
-        await testApp.close()
-      }
+      t.after(() => testApp.close())
+      await test(testApp)
     }
 
     it('keeps both keys working during the grace period, and only the new one after it', withApp(async (testApp) => {
@@ -138,111 +135,108 @@ for (const engine of ENGINES) {
   })
 
   describe(`petstore keys rotate against a running server on ${engine}`, () => {
-    it('keeps both keys working, sets the old expiry to now + --grace, and --grace 0 ends it at once', { timeout: 60_000 }, async () => {
+    it('keeps both keys working, sets the old expiry to now + --grace, and --grace 0 ends it at once', { timeout: 60_000 }, async (t) => {
       const dir = trackedTempDir('petstore-rotate-')
       const database = await createTestDatabase(engine, dir)
       const { env } = database
       const server = await startServer(env, dir)
-      try {
-        const status = async (secret: string) =>
-          (
-            await fetch(`${server.baseUrl}/v1/pets`, {
-              headers: { authorization: `Bearer ${secret}` },
-              signal: AbortSignal.timeout(5_000),
-            })
-          ).status
-        const cli = async (...args: string[]) => {
-          const result = await runCli(args, env, dir)
-          assert.equal(result.code, 0, result.stderr)
-          return result.stdout
-        }
-        const original = JSON.parse(await cli('keys', 'create', '--name', 'billing', '--json')) as { id: string; key: string }
-        assert.equal(await status(original.key), 200)
-
-        const before = Date.now()
-        const rotatedOut = await cli('keys', 'rotate', original.id, '--grace', '1m', '--json')
-        const afterRun = Date.now()
-        const second = JSON.parse(rotatedOut) as {
-          id: string
-          key: string
-          name: string
-          createdAt: string
-          replaces: { id: string; expiresAt: string; replacedBy: string }
-        }
-        assert.equal(second.name, 'billing')
-        assert.equal(second.replaces.id, original.id)
-        assert.equal(second.replaces.replacedBy, second.id)
-        const oldExpiry = Date.parse(second.replaces.expiresAt)
-        assert.ok(oldExpiry >= before + 60_000 && oldExpiry <= afterRun + 60_000, `old key expires at ${second.replaces.expiresAt}`)
-        assert.equal(oldExpiry, Date.parse(second.createdAt) + 60_000)
-        assert.equal(await status(original.key), 200, 'the old key works during the grace period')
-        assert.equal(await status(second.key), 200)
-
-        const listed = JSON.parse(await cli('keys', 'list', '--json')) as { id: string; replacedBy: string | null; expiresAt: string | null }[]
-        assert.deepEqual(
-          listed.map((key) => [key.id, key.replacedBy, key.expiresAt]),
-          [
-            [original.id, second.id, second.replaces.expiresAt],
-            [second.id, null, null],
-          ],
-        )
-        const table = await cli('keys', 'list')
-        assert.match(table.split('\n')[0] ?? '', / +REPLACED BY$/)
-        assert.equal(table.split('\n').find((line) => line.startsWith(original.id))?.split(/ {2,}/).at(-1), second.id)
-
-        const text = await cli('keys', 'rotate', second.id, '--grace', '0')
-        const third = text.trimEnd().split('\n').at(-1) ?? ''
-        assert.match(third, /^ps_live_[0-9A-Za-z]{32}$/)
-        assert.ok(text.includes(second.id))
-        assert.equal(await status(second.key), 401, 'refused at once after --grace 0')
-        assert.equal(await status(third), 200)
-        assert.equal(await status(original.key), 200, 'the first key keeps its own grace period')
-
-        const again = await runCli(['keys', 'rotate', original.id], env, dir)
-        assert.equal(again.code, 1)
-        assert.match(again.stderr, new RegExp(`already rotated to ${second.id}`))
-        assert.equal(again.stdout, '')
-        assert.doesNotMatch(again.stderr, /\n\s+at /, 'no stack trace')
-      } finally {
+      // One hook, as the server must stop before its database goes: t.after runs hooks in the order they were added.
+      t.after(async () => {
         await stopServer(server)
         await database.drop()
+      })
+      const status = async (secret: string) =>
+        (
+          await fetch(`${server.baseUrl}/v1/pets`, {
+            headers: { authorization: `Bearer ${secret}` },
+            signal: AbortSignal.timeout(5_000),
+          })
+        ).status
+      const cli = async (...args: string[]) => {
+        const result = await runCli(args, env, dir)
+        assert.equal(result.code, 0, result.stderr)
+        return result.stdout
       }
+      const original = JSON.parse(await cli('keys', 'create', '--name', 'billing', '--json')) as { id: string; key: string }
+      assert.equal(await status(original.key), 200)
+
+      const before = Date.now()
+      const rotatedOut = await cli('keys', 'rotate', original.id, '--grace', '1m', '--json')
+      const afterRun = Date.now()
+      const second = JSON.parse(rotatedOut) as {
+        id: string
+        key: string
+        name: string
+        createdAt: string
+        replaces: { id: string; expiresAt: string; replacedBy: string }
+      }
+      assert.equal(second.name, 'billing')
+      assert.equal(second.replaces.id, original.id)
+      assert.equal(second.replaces.replacedBy, second.id)
+      const oldExpiry = Date.parse(second.replaces.expiresAt)
+      assert.ok(oldExpiry >= before + 60_000 && oldExpiry <= afterRun + 60_000, `old key expires at ${second.replaces.expiresAt}`)
+      assert.equal(oldExpiry, Date.parse(second.createdAt) + 60_000)
+      assert.equal(await status(original.key), 200, 'the old key works during the grace period')
+      assert.equal(await status(second.key), 200)
+
+      const listed = JSON.parse(await cli('keys', 'list', '--json')) as { id: string; replacedBy: string | null; expiresAt: string | null }[]
+      assert.deepEqual(
+        listed.map((key) => [key.id, key.replacedBy, key.expiresAt]),
+        [
+          [original.id, second.id, second.replaces.expiresAt],
+          [second.id, null, null],
+        ],
+      )
+      const table = await cli('keys', 'list')
+      assert.match(table.split('\n')[0] ?? '', / +REPLACED BY$/)
+      assert.equal(table.split('\n').find((line) => line.startsWith(original.id))?.split(/ {2,}/).at(-1), second.id)
+
+      const text = await cli('keys', 'rotate', second.id, '--grace', '0')
+      const third = text.trimEnd().split('\n').at(-1) ?? ''
+      assert.match(third, /^ps_live_[0-9A-Za-z]{32}$/)
+      assert.ok(text.includes(second.id))
+      assert.equal(await status(second.key), 401, 'refused at once after --grace 0')
+      assert.equal(await status(third), 200)
+      assert.equal(await status(original.key), 200, 'the first key keeps its own grace period')
+
+      const again = await runCli(['keys', 'rotate', original.id], env, dir)
+      assert.equal(again.code, 1)
+      assert.match(again.stderr, new RegExp(`already rotated to ${second.id}`))
+      assert.equal(again.stdout, '')
+      assert.doesNotMatch(again.stderr, /\n\s+at /, 'no stack trace')
     })
 
-    it('exits 1 naming the key for an unknown, revoked or expired key, and 2 for a bad --grace', { timeout: 60_000 }, async () => {
+    it('exits 1 naming the key for an unknown, revoked or expired key, and 2 for a bad --grace', { timeout: 60_000 }, async (t) => {
       const dir = trackedTempDir('petstore-rotate-')
       const database = await createTestDatabase(engine, dir)
+      t.after(() => database.drop())
       const { env } = database
-      try {
-        const create = async (name: string) => {
-          const result = await runCli(['keys', 'create', '--name', name, '--json'], env, dir)
-          assert.equal(result.code, 0, result.stderr)
-          return (JSON.parse(result.stdout) as { id: string }).id
-        }
-        const revoked = await create('revoked')
-        assert.equal((await runCli(['keys', 'revoke', revoked], env, dir)).code, 0)
-        const expired = await create('expired')
-        assert.equal((await runCli(['keys', 'rotate', expired, '--grace', '0'], env, dir)).code, 0)
+      const create = async (name: string) => {
+        const result = await runCli(['keys', 'create', '--name', name, '--json'], env, dir)
+        assert.equal(result.code, 0, result.stderr)
+        return (JSON.parse(result.stdout) as { id: string }).id
+      }
+      const revoked = await create('revoked')
+      assert.equal((await runCli(['keys', 'revoke', revoked], env, dir)).code, 0)
+      const expired = await create('expired')
+      assert.equal((await runCli(['keys', 'rotate', expired, '--grace', '0'], env, dir)).code, 0)
 
-        for (const [id, reason] of [
-          ['key_doesNotExist00', /no API key has id "key_doesNotExist00"/],
-          [revoked, /was revoked at .* cannot be rotated/],
-          [expired, /expired at .* cannot be rotated/],
-        ] as const) {
-          const result = await runCli(['keys', 'rotate', id], env, dir)
-          assert.equal(result.code, 1, `${id}: ${result.stderr}`)
-          assert.match(result.stderr, reason)
-          assert.ok(result.stderr.includes(id))
-          assert.equal(result.stdout, '')
-        }
-        for (const grace of ['-1', '1x', '00', '3651d', '']) {
-          const result = await runCli(['keys', 'rotate', revoked, '--grace', grace], env, dir)
-          assert.equal(result.code, 2, `--grace ${grace}: ${result.stderr}`)
-          assert.match(result.stderr, /--grace/)
-          assert.match(result.stderr, /Run "petstore keys rotate --help"/)
-        }
-      } finally {
-        await database.drop()
+      for (const [id, reason] of [
+        ['key_doesNotExist00', /no API key has id "key_doesNotExist00"/],
+        [revoked, /was revoked at .* cannot be rotated/],
+        [expired, /expired at .* cannot be rotated/],
+      ] as const) {
+        const result = await runCli(['keys', 'rotate', id], env, dir)
+        assert.equal(result.code, 1, `${id}: ${result.stderr}`)
+        assert.match(result.stderr, reason)
+        assert.ok(result.stderr.includes(id))
+        assert.equal(result.stdout, '')
+      }
+      for (const grace of ['-1', '1x', '00', '3651d', '']) {
+        const result = await runCli(['keys', 'rotate', revoked, '--grace', grace], env, dir)
+        assert.equal(result.code, 2, `--grace ${grace}: ${result.stderr}`)
+        assert.match(result.stderr, /--grace/)
+        assert.match(result.stderr, /Run "petstore keys rotate --help"/)
       }
     })
   })

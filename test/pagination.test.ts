@@ -163,34 +163,34 @@ for (const engine of ENGINES) {
 
 if (ENGINES.includes('postgres')) {
   describe('listPets pagination on postgres with out-of-order commits', () => {
-    it('waits for a create that drew a lower id to commit instead of skipping it', async () => {
+    it('waits for a create that drew a lower id to commit instead of skipping it', async (t) => {
       const testApp = await buildTestApp('postgres')
-      const key = await testApp.createKey()
       const url = testApp.config.database.engine === 'postgres' ? testApp.config.database.url : ''
       const client = new pg.Client({ connectionString: url })
-      await client.connect()
-      try {
-        // A create that has drawn its id but not committed yet (as a slow transaction would)...
-        await client.query('BEGIN')
-        const slow = await insertPostgresPet(client as unknown as pg.PoolClient, { name: 'Slow', categoryId: 1n }, 0)
-        // ...and a later one, with a greater id, that commits first.
-        const fastResponse = postPet(testApp, key, '{"name":"Fast","categoryId":1}')
-        const listing = testApp.request(key, { method: 'GET', url: '/v1/pets?limit=100' })
-        await new Promise((resolve) => setTimeout(resolve, 200))
-        await client.query('COMMIT')
-        const fast = JSON.parse((await fastResponse).body) as Pet
-        const listed = (JSON.parse((await listing).body) as Pet[]).map((pet) => BigInt(pet.id))
-        assert.ok(BigInt(fast.id) > slow.id)
-        // Whatever the page shows, it has no hole: the fast pet is never shown without the slow one.
-        if (listed.includes(BigInt(fast.id))) assert.ok(listed.includes(slow.id), `page ${listed.join(',')} skips ${slow.id}`)
-        const after = (JSON.parse((await testApp.request(key, { method: 'GET', url: '/v1/pets?limit=100' })).body) as Pet[]).map(
-          (pet) => BigInt(pet.id),
-        )
-        assert.deepEqual(after, [slow.id, BigInt(fast.id)])
-      } finally {
+      // One hook, as the client must end before the app drops its database: t.after runs hooks in the order they were added.
+      t.after(async () => {
         await client.end()
         await testApp.close()
-      }
+      })
+      const key = await testApp.createKey()
+      await client.connect()
+      // A create that has drawn its id but not committed yet (as a slow transaction would)...
+      await client.query('BEGIN')
+      const slow = await insertPostgresPet(client as unknown as pg.PoolClient, { name: 'Slow', categoryId: 1n }, 0)
+      // ...and a later one, with a greater id, that commits first.
+      const fastResponse = postPet(testApp, key, '{"name":"Fast","categoryId":1}')
+      const listing = testApp.request(key, { method: 'GET', url: '/v1/pets?limit=100' })
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      await client.query('COMMIT')
+      const fast = JSON.parse((await fastResponse).body) as Pet
+      const listed = (JSON.parse((await listing).body) as Pet[]).map((pet) => BigInt(pet.id))
+      assert.ok(BigInt(fast.id) > slow.id)
+      // Whatever the page shows, it has no hole: the fast pet is never shown without the slow one.
+      if (listed.includes(BigInt(fast.id))) assert.ok(listed.includes(slow.id), `page ${listed.join(',')} skips ${slow.id}`)
+      const after = (JSON.parse((await testApp.request(key, { method: 'GET', url: '/v1/pets?limit=100' })).body) as Pet[]).map(
+        (pet) => BigInt(pet.id),
+      )
+      assert.deepEqual(after, [slow.id, BigInt(fast.id)])
     })
   })
 }

@@ -93,16 +93,13 @@ describe('read answers cached exactly on sqlite', () => {
     assert.equal((JSON.parse((await list()).body) as unknown[]).length, before.length + 1)
   })
 
-  it('sees a pet another connection (any process) commits, on the very next read', async () => {
+  it('sees a pet another connection (any process) commits, on the very next read', async (t) => {
     const pet = JSON.parse((await postPet(testApp, key, '{"name":"Kit","categoryId":3,"status":"sold"}')).body) as { id: number }
     const cached = await list(`/v1/pets/${pet.id}`)
     const other = new Sqlite(file)
-    try {
-      other.prepare("UPDATE pets SET name = 'Renamed elsewhere' WHERE id = ?").run(pet.id)
-      other.prepare("INSERT INTO pets (name, category_id, status, created_at) VALUES ('Outsider', 9, 'sold', 0)").run()
-    } finally {
-      other.close()
-    }
+    t.after(() => other.close())
+    other.prepare("UPDATE pets SET name = 'Renamed elsewhere' WHERE id = ?").run(pet.id)
+    other.prepare("INSERT INTO pets (name, category_id, status, created_at) VALUES ('Outsider', 9, 'sold', 0)").run()
     // A request sent after that commit reaches the server in a later turn of its event loop.
     await new Promise((resolve) => setImmediate(resolve))
     const fresh = await list(`/v1/pets/${pet.id}`)
@@ -153,38 +150,35 @@ for (const engine of ENGINES) {
 }
 
 describe('the status filter walks the (status, id) index in id order', () => {
-  it('on sqlite: EXPLAIN QUERY PLAN searches pets_status_id and sorts nothing', async () => {
+  it('on sqlite: EXPLAIN QUERY PLAN searches pets_status_id and sorts nothing', async (t) => {
     const testApp = await buildTestApp('sqlite')
-    try {
-      const db = new Sqlite(testApp.config.database.engine === 'sqlite' ? testApp.config.database.path : '', { readonly: true })
-      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${SQLITE_LIST_BY_STATUS}`).all('sold', 0, 21) as { detail: string }[])
-        .map((row) => row.detail)
-        .join('\n')
-      db.close()
-      assert.match(plan, /SEARCH pets USING INDEX pets_status_id \(status=\? AND id>\?\)/)
-      assert.doesNotMatch(plan, /TEMP B-TREE/)
-    } finally {
-      await testApp.close()
-    }
+    t.after(() => testApp.close())
+    const db = new Sqlite(testApp.config.database.engine === 'sqlite' ? testApp.config.database.path : '', { readonly: true })
+    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${SQLITE_LIST_BY_STATUS}`).all('sold', 0, 21) as { detail: string }[])
+      .map((row) => row.detail)
+      .join('\n')
+    db.close()
+    assert.match(plan, /SEARCH pets USING INDEX pets_status_id \(status=\? AND id>\?\)/)
+    assert.doesNotMatch(plan, /TEMP B-TREE/)
   })
 
   if (ENGINES.includes('postgres')) {
-    it('on postgres: EXPLAIN uses pets_status_id and has no Sort node', async () => {
+    it('on postgres: EXPLAIN uses pets_status_id and has no Sort node', async (t) => {
       const testApp = await buildTestApp('postgres')
       const client = new pg.Client({ connectionString: testApp.config.database.engine === 'postgres' ? testApp.config.database.url : '' })
-      await client.connect()
-      try {
-        // On a table this small a sequential scan is cheaper; what matters is that the index can serve the order.
-        await client.query('SET enable_seqscan = off')
-        const sql = POSTGRES_LIST_BY_STATUS.replace('$1', "'sold'").replace('$2', '0').replace('$3', '100').replace('$4', '21')
-        const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`)
-        const plan = rows.map((row) => row['QUERY PLAN']).join('\n')
-        assert.match(plan, /Index Scan using pets_status_id on pets/)
-        assert.doesNotMatch(plan, /Sort/)
-      } finally {
+      // One hook, as the client must end before the app drops its database: t.after runs hooks in the order they were added.
+      t.after(async () => {
         await client.end()
         await testApp.close()
-      }
+      })
+      await client.connect()
+      // On a table this small a sequential scan is cheaper; what matters is that the index can serve the order.
+      await client.query('SET enable_seqscan = off')
+      const sql = POSTGRES_LIST_BY_STATUS.replace('$1', "'sold'").replace('$2', '0').replace('$3', '100').replace('$4', '21')
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`)
+      const plan = rows.map((row) => row['QUERY PLAN']).join('\n')
+      assert.match(plan, /Index Scan using pets_status_id on pets/)
+      assert.doesNotMatch(plan, /Sort/)
     })
   }
 })
