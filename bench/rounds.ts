@@ -56,19 +56,28 @@ async function assertClean(result: LoadResult, server: string, scenario: Scenari
   )
 }
 
-export interface Server {
-  name: 'baseline' | 'service'
+interface Server {
+  /** As failure messages name it; also makes the names of the pets it creates its own. */
+  name: string
   url: string
   process: NodeProcess
 }
 
+/** The servers of a run: the service, its baseline, and on PostgreSQL the postgres.js variant of it. */
+export interface Servers {
+  baseline: Server
+  service: Server
+  postgresJs?: Server
+}
+
 /**
- * One scenario on both servers: a warm-up on each (discarded), then `rounds` rounds of baseline then
- * service, each a fresh load generator; the ratio of a round compares two runs seconds apart.
+ * One scenario on every server: a warm-up on each (discarded), then `rounds` rounds of baseline,
+ * service (and the postgres.js baseline), each a fresh load generator; the ratio of a round compares
+ * runs seconds apart.
  */
 export async function measureScenario(
   scenario: Scenario,
-  servers: readonly [Server, Server],
+  servers: Servers,
   mode: { rounds: number; roundS: number; warmupS: number },
   run: { key: string; idsFile: string; tool: LoadOptions['tool']; signal: AbortSignal },
 ): Promise<Pick<ScenarioReport, 'warmup' | 'rounds'>> {
@@ -92,16 +101,23 @@ export async function measureScenario(
     await assertClean(result, server.name, scenario, server.url, run.key)
     return result
   }
-  const [baseline, service] = servers
+  const { baseline, service, postgresJs } = servers
   process.stdout.write(`bench: ${scenario.label}: warm-up ${mode.warmupS} s each`)
-  const warmup = { baseline: await measure(baseline, mode.warmupS), service: await measure(service, mode.warmupS) }
+  const warmup: ScenarioReport['warmup'] = { baseline: await measure(baseline, mode.warmupS), service: await measure(service, mode.warmupS) }
+  if (postgresJs !== undefined) warmup.postgresJs = await measure(postgresJs, mode.warmupS)
   const rounds: Round[] = []
   for (let index = 0; index < mode.rounds; index++) {
     const baselineResult = await measure(baseline, mode.roundS)
     const serviceResult = await measure(service, mode.roundS)
     const ratio = round(serviceResult.requestsPerSecond / baselineResult.requestsPerSecond, 3)
-    rounds.push({ baseline: baselineResult, service: serviceResult, ratio })
+    const measured: Round = { baseline: baselineResult, service: serviceResult, ratio }
     process.stdout.write(`, round ${index + 1} ${ratio.toFixed(2)}`)
+    if (postgresJs !== undefined) {
+      measured.postgresJs = await measure(postgresJs, mode.roundS)
+      measured.postgresJsRatio = round(measured.postgresJs.requestsPerSecond / baselineResult.requestsPerSecond, 3)
+      process.stdout.write(` (postgres.js ÷ node-postgres ${measured.postgresJsRatio.toFixed(2)})`)
+    }
+    rounds.push(measured)
   }
   process.stdout.write('\n')
   return { warmup, rounds }

@@ -1,8 +1,10 @@
 // The benchmark: `petstore serve` against a bare node:http baseline serving the same bytes, each
 // driven by its own load-generator process, rounds interleaved because the machine is shared and
-// noisy. `npm run bench [-- --quick]`; see bench/README.md for how to read the output.
-// The parts: setup.ts (build, service, seeding, baseline), identity.ts (the byte-identity check),
-// rounds.ts (the load), report.ts (tables, results JSON and chart).
+// noisy. On SQLite the baseline keeps the pets in memory; on PostgreSQL (`--engine postgres`) two
+// baselines read and write the service's own tables, one through node-postgres, one through postgres.js.
+// `npm run bench [-- --quick] [-- --engine postgres]`; see bench/README.md for how to read the output.
+// The parts: setup.ts (build, service, seeding, baselines), postgres.ts (the embedded server),
+// identity.ts (the byte-identity check), rounds.ts (the load), report.ts (tables, results JSON and chart).
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -10,10 +12,11 @@ import { parseArgs } from 'node:util'
 import { type NodeProcess, describeExit, guardRun, logTail, procStatusKb, stopProcess } from '../scripts/petstore-process.js'
 import { assertIdenticalBodies } from './identity.js'
 import type { LoadOptions } from './load.js'
-import { type ScenarioReport, machine, megabytes, printScenario, revision, seconds, summarise, writeReport } from './report.js'
-import { type Server, killLoadGenerators, measureScenario } from './rounds.js'
+import { type BenchPostgres, startPostgres } from './postgres.js'
+import { type EngineName, type ScenarioReport, machine, megabytes, printScenario, revision, seconds, summarise, writeReport } from './report.js'
+import { type Servers, killLoadGenerators, measureScenario } from './rounds.js'
 import { CONNECTIONS, SCENARIOS } from './scenarios.js'
-import { SEED_PETS, type Setup, build, setUp, startBaseline } from './setup.js'
+import { type Engine, SEED_PETS, type Setup, build, compileBaselines, setUp, startBaseline } from './setup.js'
 
 const KILL_AFTER_MS = 5_000
 
@@ -27,19 +30,31 @@ interface Mode {
 }
 
 const MODES = {
-  // 4 scenarios × (2 × 2 s warm-up + 4 rounds × 2 × 7 s) = 4 minutes of load. The build, seeding and
-  // 40 load-generator start-ups add 1 to 3 minutes, depending on how busy the machine is; the issue
-  // allows 8 in all.
-  full: { name: 'full', rounds: 4, roundS: 7, warmupS: 2, hardLimitS: 470 },
-  quick: { name: 'quick', rounds: 2, roundS: 3, warmupS: 1, hardLimitS: 240 },
-} as const satisfies Record<string, Mode>
+  sqlite: {
+    // 4 scenarios × (2 × 2 s warm-up + 4 rounds × 2 × 7 s) = 4 minutes of load. The build, seeding and
+    // 40 load-generator start-ups add 1 to 3 minutes, depending on how busy the machine is; the issue
+    // allows 8 in all.
+    full: { name: 'full', rounds: 4, roundS: 7, warmupS: 2, hardLimitS: 470 },
+    quick: { name: 'quick', rounds: 2, roundS: 3, warmupS: 1, hardLimitS: 240 },
+  },
+  postgres: {
+    // Three servers: 4 scenarios × (3 × 2 s + 4 rounds × 3 × 5 s) = 4.4 minutes of load, plus the
+    // server's start, seeding through the service and 60 load-generator start-ups: 6-7 minutes.
+    full: { name: 'full', rounds: 4, roundS: 5, warmupS: 2, hardLimitS: 480 },
+    quick: { name: 'quick', rounds: 2, roundS: 3, warmupS: 1, hardLimitS: 300 },
+  },
+} as const satisfies Record<EngineName, Record<string, Mode>>
 
-const USAGE = `Usage: npm run bench [-- --quick] [-- --no-build] [-- --autocannon]
+const USAGE = `Usage: npm run bench [-- --quick] [-- --engine sqlite|postgres] [-- --no-build] [-- --autocannon]
 
-Compares \`petstore serve\` (SQLite, ${SEED_PETS.toLocaleString('en-US')} pets, logging at info) with a bare node:http
-baseline serving the same bytes, ${CONNECTIONS} connections, rounds interleaved; prints a table per scenario and
-writes bench/results/<timestamp>.json and .svg. Memory over minutes is the soak's: npm run soak.
-  --quick     ${MODES.quick.rounds} rounds of ${MODES.quick.roundS} s per server and scenario (2-3 minutes in all) instead of ${MODES.full.rounds} of ${MODES.full.roundS} s (5-7)
+Compares \`petstore serve\` (${SEED_PETS.toLocaleString('en-US')} pets, logging at info) with a bare node:http baseline
+serving the same bytes, ${CONNECTIONS} connections, rounds interleaved; prints a table per scenario and writes
+bench/results/<timestamp>-<engine>[-quick].json and .svg. Memory over minutes is the soak's: npm run soak.
+  --engine    sqlite (default): the service on a SQLite file, the baseline in memory.
+              postgres: the service on an embedded PostgreSQL server, against two baselines on its tables:
+              node-postgres (the reference) and postgres.js.
+  --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (SQLite 2-3 minutes in all, PostgreSQL 3-4)
+              instead of ${MODES.sqlite.full.rounds} of ${MODES.sqlite.full.roundS} s (SQLite 5-7) or ${MODES.postgres.full.rounds} of ${MODES.postgres.full.roundS} s (PostgreSQL 6-8)
   --no-build  Use dist/ as it is instead of compiling src/ first
   --autocannon  Drive the servers with autocannon even when wrk is installed (wrk is used when it is on PATH)
 Exit code: 0 every target met, 1 a target missed, 2 usage, 3 the benchmark itself failed.`
@@ -56,39 +71,81 @@ function onPath(command: string): boolean {
   })
 }
 
-/** Identity check, then every scenario on both servers; true when every target was met. */
-async function benchmark(mode: Mode, setup: Setup, started: Set<NodeProcess>, signal: AbortSignal, startedAt: Date, header: object): Promise<boolean> {
-  const baseline = await startBaseline(setup, started)
-  await assertIdenticalBodies(setup.service.baseUrl, baseline.url, setup.key, setup.ids)
+/**
+ * What the service logged about its answers outside 2xx/3xx: wrk counts them without their codes, and
+ * the temp folder with the log is gone once the run ends.
+ */
+function failedRequests(logPath: string): string {
+  const byStatus = new Map<string, { count: number; example: string }>()
+  try {
+    for (const line of fs.readFileSync(logPath, 'utf8').split('\n')) {
+      const status = /"status":([4-5]\d\d)\b/.exec(line)?.[1]
+      if (status === undefined) continue
+      const seen = byStatus.get(status) ?? { count: 0, example: line.slice(0, 400) }
+      seen.count++
+      byStatus.set(status, seen)
+    }
+  } catch {
+    return 'the service log could not be read'
+  }
+  if (byStatus.size === 0) return 'the service logged no 4xx or 5xx answer'
+  return [...byStatus].map(([status, { count, example }]) => `the service logged ${count} answers ${status}, e.g. ${example}`).join('\n')
+}
 
-  const servers: readonly [Server, Server] = [
-    { name: 'baseline', url: baseline.url, process: baseline.process },
-    { name: 'service', url: setup.service.baseUrl, process: setup.service },
-  ]
+/** Identity checks, then every scenario on every server; true when every target was met. */
+async function benchmark(
+  run: { mode: Mode; engine: EngineName; startedAt: Date; header: object },
+  setup: Setup,
+  started: Set<NodeProcess>,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const { mode, engine } = run
+  const compiled = await compileBaselines(setup.dir)
+  const onPostgres = engine === 'postgres'
+  const baseline = await startBaseline(setup, onPostgres ? 'pg' : 'memory', compiled, started)
+  const postgresJs = onPostgres ? await startBaseline(setup, 'postgres', compiled, started) : undefined
+  const baselineName = onPostgres ? 'node-postgres baseline' : 'baseline'
+  await assertIdenticalBodies(setup.service.baseUrl, { name: baselineName, url: baseline.url }, setup.key, setup.ids, onPostgres)
+  if (postgresJs !== undefined) {
+    await assertIdenticalBodies(setup.service.baseUrl, { name: 'postgres.js baseline', url: postgresJs.url }, setup.key, setup.ids, true)
+  }
+
+  const servers: Servers = {
+    baseline: { name: 'baseline', url: baseline.url, process: baseline.process },
+    service: { name: 'service', url: setup.service.baseUrl, process: setup.service },
+    ...(postgresJs === undefined ? {} : { postgresJs: { name: 'postgres.js', url: postgresJs.url, process: postgresJs.process } }),
+  }
   const reports: ScenarioReport[] = []
   for (const scenario of SCENARIOS) {
     const { warmup, rounds } = await measureScenario(scenario, servers, mode, { key: setup.key, idsFile: setup.idsFile, tool: setup.tool, signal })
     const memory = (field: 'VmHWM' | 'VmRSS') => ({
       service: megabytes(procStatusKb(setup.service.pid, field)),
       baseline: megabytes(procStatusKb(baseline.process.pid, field)),
+      ...(postgresJs === undefined ? {} : { postgresJs: megabytes(procStatusKb(postgresJs.process.pid, field)) }),
     })
-    const report = summarise(scenario, warmup, rounds, { peakRssMb: memory('VmHWM'), rssAfterMb: memory('VmRSS') })
+    const report = summarise(scenario, engine, warmup, rounds, { peakRssMb: memory('VmHWM'), rssAfterMb: memory('VmRSS') })
     reports.push(report)
     printScenario(report)
   }
-  const allPass = writeReport({ mode: mode.name, rounds: mode.rounds, roundS: mode.roundS, seedPets: SEED_PETS, startedAt, header }, reports)
-  await stopProcess(baseline.process, { killAfterMs: KILL_AFTER_MS })
+  const allPass = writeReport(
+    { engine, mode: mode.name, rounds: mode.rounds, roundS: mode.roundS, seedPets: SEED_PETS, startedAt: run.startedAt, header: run.header },
+    reports,
+  )
+  const baselines = postgresJs === undefined ? [baseline] : [baseline, postgresJs]
+  await Promise.all(baselines.map((server) => stopProcess(server.process, { killAfterMs: KILL_AFTER_MS })))
   return allPass
 }
 
 async function main(): Promise<number> {
   let mode: Mode
+  let engineName: EngineName
   let buildFirst: boolean
   let tool: LoadOptions['tool']
   try {
     const { values } = parseArgs({
       options: {
         quick: { type: 'boolean' },
+        engine: { type: 'string', default: 'sqlite' },
         'no-build': { type: 'boolean' },
         autocannon: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -99,7 +156,9 @@ async function main(): Promise<number> {
       console.log(USAGE)
       return 0
     }
-    mode = values.quick === true ? MODES.quick : MODES.full
+    if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error(`--engine must be sqlite or postgres, got "${values.engine}"`)
+    engineName = values.engine
+    mode = values.quick === true ? MODES[engineName].quick : MODES[engineName].full
     buildFirst = values['no-build'] !== true
     tool = values.autocannon !== true && onPath('wrk') ? 'wrk' : 'autocannon'
   } catch (error) {
@@ -115,11 +174,13 @@ async function main(): Promise<number> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-bench-'))
   /** The servers running now, stopped in order at the end and SIGKILLed by the last resort. */
   const started = new Set<NodeProcess>()
+  let postgres: BenchPostgres | undefined
   const { stop, interrupted } = guardRun({
     name: 'bench',
     hardCleanup: () => {
       for (const child of started) child.child.kill('SIGKILL')
       killLoadGenerators()
+      postgres?.kill()
       fs.rmSync(dir, { recursive: true, force: true })
     },
     hardLimitMs: mode.hardLimitS * 1000,
@@ -127,13 +188,20 @@ async function main(): Promise<number> {
     timeLimitMessage: `still running after ${mode.hardLimitS} s; killing everything and giving up.`,
   })
 
-  const loadS = SCENARIOS.length * (2 * mode.warmupS + 2 * mode.rounds * mode.roundS)
-  console.log(`bench: ${mode.name} run; about ${Math.ceil(loadS / 60)} min of load plus set-up; bounded at ${mode.hardLimitS} s`)
+  const servers = engineName === 'postgres' ? 3 : 2
+  const loadS = SCENARIOS.length * (servers * mode.warmupS + servers * mode.rounds * mode.roundS)
+  console.log(`bench: ${mode.name} run on ${engineName}; about ${Math.ceil(loadS / 60)} min of load plus set-up; bounded at ${mode.hardLimitS} s`)
   let setup: Setup | undefined
   try {
     if (buildFirst) await build()
     console.log(`bench: load generator: ${tool}${tool === 'wrk' ? '' : ' (install wrk to spare the shared CPU)'}`)
-    setup = { ...(await setUp(dir, started, stop.signal)), tool }
+    let engine: Engine = { name: 'sqlite' }
+    if (engineName === 'postgres') {
+      postgres = await startPostgres()
+      engine = { name: 'postgres', url: postgres.url }
+      console.log('bench: embedded PostgreSQL server started')
+    }
+    setup = { ...(await setUp(dir, engine, started, stop.signal)), tool }
     const { service } = setup
     void service.exited.then((exit) => stop.abort(new Error(`petstore serve stopped unexpectedly (${describeExit(exit)})`)))
     const header = {
@@ -141,20 +209,30 @@ async function main(): Promise<number> {
       mode: mode.name,
       revision: await revision(),
       machine: machine(),
-      settings: { loadGenerator: tool, connections: CONNECTIONS, rounds: mode.rounds, roundS: mode.roundS, warmupS: mode.warmupS, database: 'sqlite', logLevel: 'info' },
+      settings: {
+        loadGenerator: tool,
+        connections: CONNECTIONS,
+        rounds: mode.rounds,
+        roundS: mode.roundS,
+        warmupS: mode.warmupS,
+        database: engineName,
+        baselines: engineName === 'postgres' ? ['node-postgres (reference)', 'postgres.js'] : ['memory'],
+        logLevel: 'info',
+      },
       seeding: setup.seeding,
     }
-    const pass = await benchmark(mode, setup, started, stop.signal, startedAt, header)
+    const pass = await benchmark({ mode, engine: engineName, startedAt, header }, setup, started, stop.signal)
     console.log(`bench: total ${seconds(Date.now() - startedAt.getTime())}`)
     return pass ? 0 : 1
   } catch (error) {
     const reason: unknown = stop.signal.aborted ? stop.signal.reason : error
     if (interrupted()) return 130
     console.error(`bench: FAILED: ${reason instanceof Error ? reason.message : String(reason)}`)
-    if (setup !== undefined) console.error(`last lines of the service log:\n${logTail(setup.serviceLog)}`)
+    if (setup !== undefined) console.error(`last lines of the service log:\n${logTail(setup.serviceLog)}\n${failedRequests(setup.serviceLog)}`)
     return 3
   } finally {
     await Promise.all([...started].map((child) => stopProcess(child, { killAfterMs: KILL_AFTER_MS })))
+    await postgres?.destroy().catch(() => postgres?.kill())
     fs.rmSync(dir, { recursive: true, force: true })
   }
 }

@@ -10,29 +10,33 @@ export interface Scenario {
   method: 'GET' | 'POST'
   /** Fixed path; getOne's is a template whose `{id}` is replaced per request. */
   path: string
-  /** Service req/s ÷ baseline req/s that the service must reach (from the issue). */
-  targetRatio: number
+  /**
+   * Service req/s ÷ baseline req/s that the service must reach on each engine (issue 13); none where
+   * the issue sets none (list 100 on PostgreSQL is measured and reported only).
+   */
+  targetRatio: { sqlite: number; postgres?: number }
 }
 
 // Order matters: create runs last, so the reads of every scenario see the same 10,000 seeded pets.
 export const SCENARIOS: readonly Scenario[] = [
-  { id: 'list20', label: 'GET /v1/pets?limit=20', method: 'GET', path: '/v1/pets?limit=20', targetRatio: 0.65 },
+  { id: 'list20', label: 'GET /v1/pets?limit=20', method: 'GET', path: '/v1/pets?limit=20', targetRatio: { sqlite: 0.7, postgres: 0.8 } },
   {
     id: 'list100',
     label: 'GET /v1/pets?status=available&limit=100',
     method: 'GET',
     path: '/v1/pets?status=available&limit=100',
-    targetRatio: 0.5,
+    targetRatio: { sqlite: 0.6 },
   },
-  { id: 'getOne', label: 'GET /v1/pets/{id}', method: 'GET', path: '/v1/pets/{id}', targetRatio: 0.65 },
-  { id: 'create', label: 'POST /v1/pets', method: 'POST', path: '/v1/pets', targetRatio: 0.55 },
+  { id: 'getOne', label: 'GET /v1/pets/{id}', method: 'GET', path: '/v1/pets/{id}', targetRatio: { sqlite: 0.7, postgres: 0.8 } },
+  { id: 'create', label: 'POST /v1/pets', method: 'POST', path: '/v1/pets', targetRatio: { sqlite: 0.6, postgres: 0.8 } },
 ]
 
 /** Connections of every load-generator run, on both servers. */
 export const CONNECTIONS = 50
 
-/** Targets that hold for every scenario, whatever the baseline does. */
-export const P99_LIMIT_MS = 5
+/** On every scenario: the service's p99 at most this many times the baseline's p99 of the same round. */
+export const P99_FACTOR = 2
+/** On every scenario, whatever the baseline does: the service's peak RSS. */
 export const RSS_LIMIT_MB = 120
 
 const PET_STATUSES = ['available', 'pending', 'sold'] as const

@@ -1,6 +1,8 @@
-// The benchmark's set-up: dist/ compiled, a key, `petstore serve` with 10,000 pets created through its
-// API, the same pets read back for the baseline, and the baseline started on them.
+// The benchmark's set-up: dist/ compiled, the baselines compiled to plain JavaScript, a key,
+// `petstore serve` (on SQLite or PostgreSQL) with 10,000 pets created through its API, the same pets
+// read back for the in-memory baseline, and the baselines started.
 import Database from 'better-sqlite3'
+import * as esbuild from 'esbuild'
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -54,6 +56,28 @@ export async function build(): Promise<void> {
   console.log(`bench: built dist/ in ${seconds(Date.now() - started)}`)
 }
 
+/**
+ * The baselines as plain JavaScript, each one bundled file with its drivers, run by `node` without a
+ * loader: a baseline started through tsx would carry the loader's cost and memory.
+ */
+export async function compileBaselines(dir: string): Promise<{ memory: string; postgres: string }> {
+  const outdir = path.join(dir, 'baselines')
+  await esbuild.build({
+    entryPoints: [path.join(import.meta.dirname, 'baseline.ts'), path.join(import.meta.dirname, 'baseline-postgres.ts')],
+    outdir,
+    bundle: true,
+    platform: 'node',
+    target: `node${process.versions.node.split('.')[0] ?? '24'}`,
+    // CommonJS: node-postgres is CommonJS and requires Node's modules, which an ESM bundle cannot.
+    format: 'cjs',
+    outExtension: { '.js': '.cjs' },
+    // node-postgres's optional native binding, never installed here.
+    external: ['pg-native'],
+    logLevel: 'warning',
+  })
+  return { memory: path.join(outdir, 'baseline.cjs'), postgres: path.join(outdir, 'baseline-postgres.cjs') }
+}
+
 interface Pet {
   id: number
   name: string
@@ -65,7 +89,7 @@ interface Pet {
  * Every pet, in id order: through the API when listPets pages with `Link: <…>; rel="next"`,
  * else straight from the SQLite file (read-only), for a service that does not page yet.
  */
-async function readBack(baseUrl: string, key: string, dbPath: string): Promise<{ pets: Pet[]; source: string }> {
+async function readBack(baseUrl: string, key: string, dbPath: string | undefined): Promise<{ pets: Pet[]; source: string }> {
   const pets: Pet[] = []
   let url: string | undefined = `${baseUrl}/v1/pets?limit=100`
   while (url !== undefined) {
@@ -76,7 +100,7 @@ async function readBack(baseUrl: string, key: string, dbPath: string): Promise<{
     const next = /<([^>]+)>\s*;\s*rel="?next"?/.exec(response.headers.get('link') ?? '')?.[1]
     url = next === undefined || page.length === 0 ? undefined : new URL(next, baseUrl).href
   }
-  if (pets.length >= SEED_PETS) return { pets, source: 'the API (Link rel="next" pages)' }
+  if (pets.length >= SEED_PETS || dbPath === undefined) return { pets, source: 'the API (Link rel="next" pages)' }
 
   const db = new Database(dbPath, { readonly: true, fileMustExist: true })
   try {
@@ -90,8 +114,12 @@ async function readBack(baseUrl: string, key: string, dbPath: string): Promise<{
   }
 }
 
+/** Where the service keeps its pets: a SQLite file in the temp folder, or a PostgreSQL server. */
+export type Engine = { name: 'sqlite' } | { name: 'postgres'; url: string }
+
 export interface Setup {
   dir: string
+  engine: Engine
   key: string
   /** What drives the servers in the measured rounds. */
   tool: LoadOptions['tool']
@@ -105,10 +133,10 @@ export interface Setup {
 }
 
 /** Key, service, 10,000 pets through the API, and the same pets on disk for the baseline. */
-export async function setUp(dir: string, started: Set<NodeProcess>, signal: AbortSignal): Promise<Omit<Setup, 'tool'>> {
-  const dbPath = path.join(dir, 'petstore.db')
+export async function setUp(dir: string, engine: Engine, started: Set<NodeProcess>, signal: AbortSignal): Promise<Omit<Setup, 'tool'>> {
+  const dbPath = engine.name === 'sqlite' ? path.join(dir, 'petstore.db') : undefined
   // Only what the run needs: nothing from this shell (a DATABASE_URL, a PETSTORE_ENV) leaks in.
-  const env = { PATH: process.env.PATH ?? '', DATABASE_URL: `sqlite://${dbPath}` }
+  const env = { PATH: process.env.PATH ?? '', DATABASE_URL: engine.name === 'postgres' ? engine.url : `sqlite://${dbPath}` }
   const key = await createKey(env, 'bench')
   const serviceLog = path.join(dir, 'service.log')
   const service = await startPetstore({
@@ -119,6 +147,9 @@ export async function setUp(dir: string, started: Set<NodeProcess>, signal: Abor
       LOG_LEVEL: 'info',
       // The limiter still runs on every request, so its cost is measured, but never rejects the one key.
       RATE_LIMIT_PER_KEY: '1000000000',
+      // Likewise the load shedder samples the event loop as in production, but a 503 would stop the run:
+      // on this shared 2-core machine the seeding alone pushed the mean delay past the default 100 ms.
+      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '2000',
       SHUTDOWN_DRAIN_MS: '0',
     },
     metrics: true,
@@ -148,6 +179,7 @@ export async function setUp(dir: string, started: Set<NodeProcess>, signal: Abor
   )
   return {
     dir,
+    engine,
     key,
     service,
     serviceLog,
@@ -158,15 +190,30 @@ export async function setUp(dir: string, started: Set<NodeProcess>, signal: Abor
   }
 }
 
-/** The bare node:http baseline on the seeded pets, in its own process; resolves once it answers. */
-export async function startBaseline(setup: Setup, started: Set<NodeProcess>): Promise<{ process: NodeProcess; url: string }> {
-  const petsFile = path.join(setup.dir, 'pets.json')
-  fs.writeFileSync(petsFile, JSON.stringify(setup.pets))
+/** What a baseline keeps its pets in: memory (the SQLite run), or the service's tables through a driver. */
+export type BaselineKind = 'memory' | 'pg' | 'postgres'
+
+/** A compiled baseline in its own process, with plain `node`; resolves once it answers. */
+export async function startBaseline(
+  setup: Setup,
+  kind: BaselineKind,
+  compiled: { memory: string; postgres: string },
+  started: Set<NodeProcess>,
+): Promise<{ process: NodeProcess; url: string }> {
   const port = await freePort()
-  const baseline = spawnNode('baseline', ['--import', 'tsx', path.join(import.meta.dirname, 'baseline.ts')], {
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', PORT: String(port), BENCH_KEY: setup.key }
+  if (kind === 'memory') {
+    env.BENCH_PETS_FILE = path.join(setup.dir, 'pets.json')
+    fs.writeFileSync(env.BENCH_PETS_FILE, JSON.stringify(setup.pets))
+  } else if (setup.engine.name === 'postgres') {
+    Object.assign(env, { BENCH_DATABASE_URL: setup.engine.url, BENCH_DRIVER: kind })
+  } else {
+    throw new Error(`the ${kind} baseline needs the PostgreSQL engine`)
+  }
+  const baseline = spawnNode(`baseline (${kind})`, [kind === 'memory' ? compiled.memory : compiled.postgres], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', PORT: String(port), BENCH_KEY: setup.key, BENCH_PETS_FILE: petsFile },
-    logPath: path.join(setup.dir, 'baseline.log'),
+    env,
+    logPath: path.join(setup.dir, `baseline-${kind}.log`),
     detached: true,
   })
   started.add(baseline)
