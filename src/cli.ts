@@ -1,14 +1,16 @@
+import fs from 'node:fs'
+import path from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import type { ApiKey } from './api-keys/api-keys.repository.js'
 import { createApiKeysService, type RotationRefusal } from './api-keys/api-keys.service.js'
 import { buildApp, GET_PET_SUNSET } from './app.js'
 import { systemClock } from './clock.js'
-import { CONFIG_NAMES, type Config, ConfigError, describeVariable, loadConfig } from './config.js'
+import { CONFIG_NAMES, type Config, ConfigError, type DatabaseConfig, describeVariable, loadConfig } from './config.js'
 import { createLogger } from './logger.js'
 import { isWorker, parseWorkers, runPrimary } from './cluster.js'
 import { createDeprecationsService } from './deprecations/deprecations.service.js'
 import { getPetSchema } from './pets/pets.schemas.js'
-import { closeOnSignals, startServer } from './server.js'
+import { closeOnSignals, startServer, stopWithNpm } from './server.js'
 import { openMigratedStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
 
@@ -118,6 +120,21 @@ const DEFAULT_GRACE = '24h'
 
 const helpOption = { help: { type: 'boolean', short: 'h' } } as const
 
+/**
+ * A parseArgs error in the CLI's own words, on one line: parseArgs explains some mistakes over several
+ * lines, in terms of its own API (`as in '-- "--all"'`).
+ */
+function parseArgsMistake(error: NodeJS.ErrnoException): string {
+  const option = /'(-[^' ]+)/.exec(error.message)?.[1]
+  if (option !== undefined) {
+    if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown option "${option}"`
+    if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+      return error.message.includes('argument missing') ? `${option} needs a value` : `${option} takes no value`
+    }
+  }
+  return error.message.replace(/\s*\n\s*/g, ' ')
+}
+
 /** Parses the options of `topic` strictly; exactly `positionals` arguments besides them (none by default). */
 function parse<const O extends NonNullable<ParseArgsConfig['options']>>(
   topic: Topic,
@@ -129,8 +146,7 @@ function parse<const O extends NonNullable<ParseArgsConfig['options']>>(
   try {
     parsed = parseArgs({ args, options: { ...helpOption, ...options }, allowPositionals: true, strict: true })
   } catch (error) {
-    // parseArgs explains some mistakes over several lines; a usage error is one line.
-    throw new UsageError((error as Error).message.replace(/\s*\n\s*/g, ' '), topic)
+    throw new UsageError(parseArgsMistake(error as NodeJS.ErrnoException), topic)
   }
   if (parsed.positionals.length > positionals) {
     throw new UsageError(`unexpected argument "${parsed.positionals[positionals] ?? ''}"`, topic)
@@ -162,12 +178,42 @@ function table(rows: string[][]): string {
   return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ').trimEnd()).join('\n')
 }
 
-/** Opens the database, brings it up to date (creating it if needed), runs `work`, closes it. */
+/**
+ * Which database a command opened, for people: run from another folder, the default
+ * `./data/petstore.db` is another database than the running server's, and a key made there is refused.
+ */
+function describeDatabase(database: DatabaseConfig, cwd: string, created: boolean): string {
+  if (database.engine === 'sqlite') {
+    const relative = path.relative(cwd, database.path)
+    const shown = relative.startsWith('..') || path.isAbsolute(relative) ? database.path : `./${relative}`
+    return `Using SQLite database ${shown}${created ? ' (created)' : ''}`
+  }
+  const url = new URL(database.url)
+  const name = decodeURIComponent(url.pathname.slice(1)) || decodeURIComponent(url.username) || 'postgres'
+  return `Using PostgreSQL database ${name} on ${url.hostname}:${url.port || '5432'}`
+}
+
+/**
+ * Where a command says which database it opened: to a person, on stderr (stdout stays the command's
+ * result, for scripts), and not at all with --json.
+ */
+function humanOutput(io: CliIo, json?: boolean): CliIo | undefined {
+  return json === true ? undefined : io
+}
+
+/**
+ * Opens the database, brings it up to date (creating it if needed), runs `work`, closes it. `output`
+ * (see humanOutput) first gets the line naming the database.
+ */
 async function withStorage<T>(
   config: Config,
+  output: CliIo | undefined,
   work: (storage: Storage, applied: string[]) => Promise<T>,
 ): Promise<T> {
-  const { storage, applied } = await openMigratedStorage(config.database)
+  const { database } = config
+  const created = database.engine === 'sqlite' && !fs.existsSync(database.path)
+  const { storage, applied } = await openMigratedStorage(database)
+  output?.stderr(`${describeDatabase(database, output.cwd, created)}\n`)
   try {
     return await work(storage, applied)
   } finally {
@@ -204,7 +250,9 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
       if (name === '' || name.length > 100) throw new UsageError('--name is required: 1 to 100 characters', 'keys create')
       const expiresInMs = values['expires-in'] === undefined ? undefined : parseDuration(values['expires-in'], { topic: 'keys create' })
       const config = loadConfig(io.env, io.cwd)
-      const { key, secret } = await withStorage(config, (storage) => keysService(storage, config).create({ name, expiresInMs }))
+      const { key, secret } = await withStorage(config, humanOutput(io, values.json), (storage) =>
+        keysService(storage, config).create({ name, expiresInMs }),
+      )
       if (values.json === true) {
         io.stdout(JSON.stringify({ ...describeKey(key), key: secret }) + '\n')
       } else {
@@ -220,7 +268,7 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
     case 'list': {
       const { values } = parse('keys list', args, { json: { type: 'boolean' } })
       const config = loadConfig(io.env, io.cwd)
-      const keys = (await withStorage(config, (storage) => keysService(storage, config).list())).map(describeKey)
+      const keys = (await withStorage(config, humanOutput(io, values.json), (storage) => keysService(storage, config).list())).map(describeKey)
       if (values.json === true) {
         io.stdout(JSON.stringify(keys, null, 2) + '\n')
       } else if (keys.length === 0) {
@@ -246,12 +294,17 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
       const { positionals } = parse('keys revoke', args, {}, { positionals: 1, what: 'key id' })
       const id = positionals[0] ?? ''
       const config = loadConfig(io.env, io.cwd)
-      const key = await withStorage(config, (storage) => keysService(storage, config).revoke(id))
-      if (key === undefined) {
+      const revoked = await withStorage(config, io, (storage) => keysService(storage, config).revoke(id))
+      if (revoked === undefined) {
         io.stderr(`petstore: no API key has id "${id}" (see: petstore keys list)\n`)
         return 1
       }
-      io.stdout(`Revoked API key ${key.id} "${key.name}" (revoked at ${iso(key.revokedAt)}).\n`)
+      const { key, already } = revoked
+      io.stdout(
+        already
+          ? `API key ${key.id} "${key.name}" was already revoked (at ${iso(key.revokedAt)}); nothing changed.\n`
+          : `Revoked API key ${key.id} "${key.name}" (revoked at ${iso(key.revokedAt)}).\n`,
+      )
       return 0
     }
     case 'rotate': {
@@ -264,7 +317,9 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
       const id = positionals[0] ?? ''
       const graceMs = parseDuration(values.grace ?? DEFAULT_GRACE, { option: '--grace', topic: 'keys rotate', zero: true })
       const config = loadConfig(io.env, io.cwd)
-      const rotated = await withStorage(config, (storage) => keysService(storage, config).rotate(id, graceMs))
+      const rotated = await withStorage(config, humanOutput(io, values.json), (storage) =>
+        keysService(storage, config).rotate(id, graceMs),
+      )
       if ('refused' in rotated) {
         io.stderr(`petstore: ${rotationRefusal(id, rotated)}\n`)
         return 1
@@ -293,7 +348,7 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
 async function deprecationsCommand(args: string[], io: CliIo): Promise<0> {
   const { values } = parse('deprecations', args, { json: { type: 'boolean' } })
   const config = loadConfig(io.env, io.cwd)
-  const report = await withStorage(config, (storage) =>
+  const report = await withStorage(config, humanOutput(io, values.json), (storage) =>
     createDeprecationsService({ deprecations: storage.deprecations, clock: systemClock }).report(
       getPetSchema.operationId,
       GET_PET_SUNSET,
@@ -349,7 +404,12 @@ function topicOf(args: string[]): Topic | undefined {
 export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
   const [command, ...rest] = argv
   try {
-    if (command === undefined || isHelp(command)) return help(io, 'main')
+    if (command === undefined) {
+      // Asked for nothing: a mistake like any other usage error, so a script that forgot its command fails.
+      io.stderr(`${HELP.main}\n`)
+      return 2
+    }
+    if (isHelp(command)) return help(io, 'main')
     if (command === 'help') {
       if (rest.length === 0) return help(io, 'main')
       const topic = topicOf(rest)
@@ -374,6 +434,7 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
         }
         const config = loadConfig(io.env, io.cwd)
         const logger = createLogger(config)
+        if (!isWorker()) stopWithNpm(io.env, logger)
         if (workers > 1 && !isWorker()) {
           await runPrimary(config, logger, workers)
           return 'serving'
@@ -385,14 +446,14 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
       }
       case 'migrate': {
         parse('migrate', rest, {})
-        const applied = await withStorage(loadConfig(io.env, io.cwd), async (_storage, applied) => applied)
+        const applied = await withStorage(loadConfig(io.env, io.cwd), io, async (_storage, applied) => applied)
         io.stdout(applied.length === 0 ? 'Database is up to date.\n' : `Applied: ${applied.join(', ')}\n`)
         return 0
       }
       case 'openapi': {
         parse('openapi', rest, {})
         const config = loadConfig(io.env, io.cwd)
-        const document = await withStorage({ ...config, database: { engine: 'sqlite', path: ':memory:' } }, async (storage) => {
+        const document = await withStorage({ ...config, database: { engine: 'sqlite', path: ':memory:' } }, undefined, async (storage) => {
           const app = await buildApp({ config, storage, logger: createLogger({ logLevel: 'silent' }) })
           await app.ready()
           const spec = app.swagger()

@@ -24,7 +24,7 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   await storage.close()
   if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
 
-  // Before any fork: a metrics port already taken stops the service before a worker starts.
+  // Before any fork: a chosen metrics port already taken stops the service before a worker starts.
   if (config.metrics !== undefined) await startMetricsListener(config.metrics, clusterSource(), logger)
 
   const listening = new WeakSet<Worker>()

@@ -43,8 +43,11 @@ export interface Config {
     /** An idle keep-alive connection is closed after this long. */
     readonly keepAliveMs: number
   }
-  /** The listener of `GET /metrics`, apart from the API port; undefined when METRICS_PORT=off. */
-  readonly metrics: Readonly<{ port: number; host: string }> | undefined
+  /**
+   * The listener of `GET /metrics`, apart from the API port; undefined when METRICS_PORT=off.
+   * `chosen`: METRICS_PORT was set, so a port already taken stops the service (the default only warns).
+   */
+  readonly metrics: Readonly<{ port: number; host: string; chosen: boolean }> | undefined
   /** Connections the kernel queues for the API port until the service accepts them (the listen backlog). */
   readonly listenBacklog: number
   /** When new requests are answered 503 `overloaded` instead of being queued; 0 turns a check off. */
@@ -268,7 +271,7 @@ function metricsVar(env: Env, port: number, host: string): Config['metrics'] {
   if (text === 'off') return undefined
   const metricsPort = integer('METRICS_PORT', text, ', or off')
   if (metricsPort === port) throw new ConfigError('METRICS_PORT', `must differ from PORT (${port}), or be off`)
-  return Object.freeze({ port: metricsPort, host: nonEmpty(env, 'METRICS_HOST') ?? host })
+  return Object.freeze({ port: metricsPort, host: nonEmpty(env, 'METRICS_HOST') ?? host, chosen: nonEmpty(env, 'METRICS_PORT') !== undefined })
 }
 
 function redisVar(env: Env): string | undefined {

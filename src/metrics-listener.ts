@@ -2,6 +2,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyBaseLogger } from 'fastify'
 import { AggregatorRegistry } from 'prom-client'
+import type { Config } from './config.js'
 import { ApiError } from './errors.js'
 import type { Metrics } from './http/metrics.js'
 
@@ -59,10 +60,10 @@ function sendJsonError(response: http.ServerResponse, error: ApiError, headers: 
  * endpoint needs no key. Anything else there answers in the service's error shape.
  */
 export async function startMetricsListener(
-  { port, host }: { port: number; host: string },
+  { port, host, chosen }: NonNullable<Config['metrics']>,
   source: MetricsSource,
   logger: FastifyBaseLogger,
-): Promise<MetricsListener> {
+): Promise<MetricsListener | undefined> {
   const server = http.createServer({ requestTimeout: 10_000, headersTimeout: 5_000, keepAliveTimeout: 5_000 }, (request, response) => {
     const path = (request.url ?? '/').split('?')[0]
     if (path !== '/metrics') {
@@ -85,15 +86,26 @@ export async function startMetricsListener(
       },
     )
   })
-  await new Promise<void>((resolve, reject) => {
-    const failed = (error: Error) =>
+  const listening = await new Promise<boolean>((resolve, reject) => {
+    const failed = (error: NodeJS.ErrnoException) => {
+      // A second instance on one host, started with only PORT changed, finds the default taken by
+      // the first: it serves without metrics rather than not at all. A port the operator chose must work.
+      if (error.code === 'EADDRINUSE' && !chosen) {
+        logger.warn(
+          `the default metrics port ${port} is in use on ${host} (another petstore on this host?): serving without /metrics; set METRICS_PORT to a free port, or to off`,
+        )
+        resolve(false)
+        return
+      }
       reject(new Error(`the metrics listener (METRICS_PORT) cannot listen on ${host}:${port}: ${error.message}`, { cause: error }))
+    }
     server.once('error', failed)
     server.listen(port, host, () => {
       server.off('error', failed)
-      resolve()
+      resolve(true)
     })
   })
+  if (!listening) return undefined
   return {
     address: server.address() as AddressInfo,
     close: () =>

@@ -84,3 +84,22 @@ export function closeOnSignals(
     logger.info('shut down cleanly')
   })
 }
+
+/**
+ * `npm start` and `npx petstore serve` run the server under a shell of npm's; a `kill` of npm ends npm
+ * and that shell, not the server, which would keep its ports with nobody to stop it. So a server that
+ * npm started sends itself SIGTERM, and shuts down as on any SIGTERM, once the process that started
+ * it is gone (it is then adopted by another). Started any other way (systemd, a container, `nohup`),
+ * it outlives its parent as a daemon should.
+ */
+export function stopWithNpm(env: Readonly<Record<string, string | undefined>>, logger: Logger): void {
+  if (env.npm_command === undefined && env.npm_lifecycle_event === undefined) return
+  const parent = process.ppid
+  const watch = setInterval(() => {
+    if (process.ppid === parent) return
+    clearInterval(watch)
+    logger.info({ parent }, 'npm, which started this server, has exited: shutting down')
+    process.kill(process.pid, 'SIGTERM')
+  }, 500)
+  watch.unref()
+}

@@ -73,7 +73,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       assert.equal(fs.existsSync(dbFile), false)
       const result = await runCli(['keys', 'create', '--name', 'ci'], env, dir)
       assert.equal(result.code, 0, result.stderr)
-      assert.equal(result.stderr, '')
+      assert.equal(result.stderr, 'Using SQLite database ./petstore.db (created)\n', 'the database file in the folder it ran in')
       const lines = result.stdout.trimEnd().split('\n')
       assert.ok(lines.length > 1, 'the key should follow a human-readable line')
       assert.match(lines.at(-1) ?? '', LIVE_KEY)

@@ -7,6 +7,7 @@ import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
 import { ConfigError, loadConfig } from '../src/config.js'
 import { createMetrics, type Metrics } from '../src/http/metrics.js'
 import { ENGINES, type TestApp, buildTestApp, createTestDatabase, errorBody, postPet, useTestApp } from './helper.js'
+import { startPetstore } from '../scripts/petstore-process.js'
 import { cleanupProcesses, freePort, runCli, startServer, stopServer, trackedTempDir } from './processes.js'
 
 after(cleanupProcesses)
@@ -48,9 +49,10 @@ const NO_LIMITS = { RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_FAILED_AUTH_PER_IP: '0' 
 
 describe('metrics configuration', () => {
   it('listens on 9464 at HOST unless told otherwise', () => {
-    assert.deepEqual(loadConfig({}).metrics, { port: 9464, host: '0.0.0.0' })
-    assert.deepEqual(loadConfig({ HOST: '127.0.0.1' }).metrics, { port: 9464, host: '127.0.0.1' })
-    assert.deepEqual(loadConfig({ METRICS_PORT: '9100', METRICS_HOST: '10.0.0.5' }).metrics, { port: 9100, host: '10.0.0.5' })
+    assert.deepEqual(loadConfig({}).metrics, { port: 9464, host: '0.0.0.0', chosen: false })
+    assert.deepEqual(loadConfig({ HOST: '127.0.0.1' }).metrics, { port: 9464, host: '127.0.0.1', chosen: false })
+    assert.deepEqual(loadConfig({ METRICS_PORT: '9100', METRICS_HOST: '10.0.0.5' }).metrics, { port: 9100, host: '10.0.0.5', chosen: true })
+    assert.equal(loadConfig({ METRICS_PORT: '9464' }).metrics?.chosen, true)
   })
 
   it('turns the listener off with METRICS_PORT=off', () => {
@@ -297,6 +299,24 @@ describe('the metrics listener of petstore serve', () => {
     const result = await runCli(['serve'], { ...database.env, HOST: '127.0.0.1', PORT: String(await freePort()), METRICS_PORT: String(port) }, dir)
     assert.equal(result.code, 1, result.stderr)
     assert.match(result.stderr, /METRICS_PORT/)
+  })
+
+  it('serves without /metrics, saying so, when METRICS_PORT is unset and the default port is taken', { timeout: 30_000 }, async (t) => {
+    const dir = trackedTempDir('petstore-metrics-')
+    const database = await createTestDatabase('sqlite', dir)
+    // A second instance on one host, started with only PORT changed, finds 9464 taken by the first.
+    const first = net.createServer()
+    first.on('error', () => {}) // already taken by something else: the case under test all the same
+    first.listen(9464, '127.0.0.1')
+    await Promise.race([once(first, 'listening'), once(first, 'error')])
+    t.after(() => first.close())
+    const server = await startPetstore({
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0', ...database.env },
+    })
+    t.after(() => stopServer(server))
+    assert.equal((await fetch(`${server.baseUrl}/healthz`)).status, 200)
+    assert.match(server.output(), /the default metrics port 9464 is in use on 127\.0\.0\.1.*serving without \/metrics; set METRICS_PORT/)
   })
 
   it('sums the figures of every worker on the primary with --workers 2, where workers open no listener of their own', { timeout: 60_000 }, async () => {

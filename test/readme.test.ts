@@ -15,7 +15,7 @@ import { type ProcessExit, cleanupProcesses, freePort, trackedTempDir } from './
 //
 // What may differ from the README, and nothing else:
 // - the ports: the server gets free ones instead of 8080 and 9464 (both are rewritten, in commands and
-//   in the answers shown), and the database is a new file instead of ./data/petstore.db;
+//   in the answers shown), and the database is a new file instead of ./data/petstore.db (rewritten too);
 // - values that differ from run to run: keys and key ids (a README key id stands for the same key all
 //   along, and a later command that names it gets the real one), instants, ETags, the days until the sunset;
 // - headers of an `-i` answer that the README leaves out (those it shows must be there, in that order);
@@ -42,6 +42,7 @@ const examplesSkip: string | false =
 const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
 const README_PORT = '8080'
 const README_METRICS_PORT = '9464'
+const README_DATABASE = './data/petstore.db'
 
 interface Example {
   command: string
@@ -266,14 +267,18 @@ describe('the README', () => {
   it('answers every shell example as it shows, in order, against a server started as it says', { skip: examplesSkip }, async (t) => {
     const dir = trackedTempDir('petstore-readme-')
     const [port, metricsPort] = [await freePort(), await freePort()]
+    const database = path.join(dir, 'petstore.db')
     const local = (text: string): string =>
-      text.replaceAll(`localhost:${README_PORT}`, `localhost:${port}`).replaceAll(`localhost:${README_METRICS_PORT}`, `localhost:${metricsPort}`)
+      text
+        .replaceAll(`localhost:${README_PORT}`, `localhost:${port}`)
+        .replaceAll(`localhost:${README_METRICS_PORT}`, `localhost:${metricsPort}`)
+        .replaceAll(README_DATABASE, database)
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       HOST: '127.0.0.1',
       PORT: String(port),
       METRICS_PORT: String(metricsPort),
-      DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}`,
+      DATABASE_URL: `sqlite://${database}`,
       // A busy machine must not turn an answer the README shows into 503 overloaded.
       OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
     }

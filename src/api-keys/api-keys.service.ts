@@ -58,7 +58,8 @@ export interface ApiKeysService {
    */
   rotate(id: string, graceMs: number): Promise<RotatedApiKey | RotationRefusal>
   list(): Promise<ApiKey[]>
-  revoke(id: string): Promise<ApiKey | undefined>
+  /** The key as revoked; `already` when it had been revoked before (its revocation time is kept). */
+  revoke(id: string): Promise<{ key: ApiKey; already: boolean } | undefined>
   /** The key a request presented, if it is valid here and now; undefined otherwise. */
   authenticate(secret: string): Promise<ApiKey | undefined>
 }
@@ -139,7 +140,11 @@ export function createApiKeysService(deps: {
 
     list: () => apiKeys.list(),
 
-    revoke: (id) => apiKeys.revoke(id, clock.now()),
+    async revoke(id) {
+      const now = clock.now()
+      const key = await apiKeys.revoke(id, now)
+      return key === undefined ? undefined : { key, already: key.revokedAt !== now }
+    },
 
     async authenticate(secret) {
       // A key of the other environment is refused like any unknown key, without a lookup.
