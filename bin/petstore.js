@@ -22,5 +22,6 @@ const outcome = await main(args, {
   cwd: process.cwd(),
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
+  interactive: process.stderr.isTTY,
 })
 if (outcome !== 'serving') process.exitCode = outcome

@@ -11,7 +11,7 @@ import { isWorker, parseWorkers, runPrimary } from './cluster.js'
 import { createDeprecationsService } from './deprecations/deprecations.service.js'
 import { getPetSchema } from './pets/pets.schemas.js'
 import { closeOnSignals, startServer, stopWithNpm } from './server.js'
-import { openMigratedStorage } from './storage/open-storage.js'
+import { openMigratedStorage, openStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
 
 export interface CliIo {
@@ -19,6 +19,8 @@ export interface CliIo {
   cwd: string
   stdout: (text: string) => void
   stderr: (text: string) => void
+  /** stderr is a terminal: progress is one line redrawn in place rather than lines. */
+  interactive?: boolean
 }
 
 /** What `main` ends with: an exit code, or `serving` when a server now keeps the process alive. */
@@ -40,6 +42,7 @@ const HELP = {
 Commands:
   serve [--workers N]   Run the HTTP service (migrates the database first)
   migrate               Apply pending database migrations and exit
+  backup <file>         Copy the SQLite database, while it serves, to a new file
   openapi               Print the OpenAPI document
   deprecations          Who still calls the deprecated getPet, and until when
   keys create           Create an API key
@@ -57,6 +60,14 @@ Runs the HTTP service (applying pending migrations first).
 It reads these environment variables:
 ${table(CONFIG_NAMES.map((name) => ['', name, describeVariable(name)]))}`,
   migrate: 'Usage: petstore migrate\n\nApplies pending migrations to the database of DATABASE_URL (creating it if needed).',
+  backup: `Usage: petstore backup <file> [--force]
+
+Copies the SQLite database of DATABASE_URL to <file>: one consistent snapshot, taken while servers
+keep serving and writing (what they write after the backup begins is not in it). The copy is written
+beside <file> and renamed into place when complete, so <file> is never half a backup.
+Restore: stop the service, replace the database file with the backup, start the service.
+On PostgreSQL, use pg_dump instead (exit 2).
+  --force   Overwrite <file> if it exists (otherwise an existing <file> is refused, exit 1)`,
   openapi: 'Usage: petstore openapi\n\nPrints the OpenAPI 3.1 document the service serves at /v1/openapi.json.',
   deprecations: `Usage: petstore deprecations [--json]
 
@@ -383,6 +394,76 @@ async function deprecationsCommand(args: string[], io: CliIo): Promise<0> {
   return 0
 }
 
+/**
+ * Reports progress on stderr: on a terminal one line redrawn in place, otherwise a line at each
+ * tenth, so that a log file gets a few lines rather than thousands.
+ */
+function progressReporter(io: CliIo, label: string, unit: string): { update: (done: number, total: number) => void; end: () => void } {
+  let lastTenth = -1
+  let drawn = false
+  return {
+    update(done, total) {
+      const percent = total === 0 ? 100 : Math.floor((done / total) * 100)
+      const text = `${label}: ${percent}% (${done.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} ${unit})`
+      if (io.interactive === true) {
+        io.stderr(`\r${text}`)
+        drawn = true
+      } else if (Math.floor(percent / 10) > lastTenth) {
+        lastTenth = Math.floor(percent / 10)
+        io.stderr(`${text}\n`)
+      }
+    },
+    end() {
+      if (drawn) io.stderr('\n')
+    },
+  }
+}
+
+async function backupCommand(args: string[], io: CliIo): Promise<0 | 1 | 2> {
+  const { values, positionals } = parse('backup', args, { force: { type: 'boolean' } }, { positionals: 1, what: 'file to write' })
+  const config = loadConfig(io.env, io.cwd)
+  const { database } = config
+  if (database.engine !== 'sqlite') {
+    io.stderr(
+      'petstore: backup copies the SQLite store; on PostgreSQL use pg_dump, e.g.\n' +
+        '  pg_dump --format=custom --file=petstore.dump "$DATABASE_URL"\n' +
+        'and pg_restore to restore it.\n',
+    )
+    return 2
+  }
+  const target = path.resolve(io.cwd, positionals[0] ?? '')
+  if (target === database.path) throw new UsageError('the backup file must not be the database itself', 'backup')
+  if (fs.existsSync(target) && values.force !== true) {
+    io.stderr(`petstore: ${target} already exists; pass --force to overwrite it\n`)
+    return 1
+  }
+  if (!fs.existsSync(database.path)) {
+    io.stderr(`petstore: there is no SQLite database at ${database.path} to back up (see DATABASE_URL)\n`)
+    return 1
+  }
+  // Written beside the target and renamed into place: the target is a whole backup or untouched.
+  const partial = `${target}.partial-${process.pid}`
+  const progress = progressReporter(io, 'Backing up', 'pages')
+  const startedAt = new Date()
+  const storage = await openStorage(database)
+  io.stderr(`${describeDatabase(database, io.cwd, false)}\n`)
+  try {
+    if (storage.backup === undefined) throw new Error('this engine has no backup')
+    await storage.backup(partial, progress.update)
+    progress.end()
+    fs.renameSync(partial, target)
+  } catch (error) {
+    progress.end()
+    fs.rmSync(partial, { force: true })
+    throw error
+  } finally {
+    await storage.close()
+  }
+  const bytes = fs.statSync(target).size
+  io.stdout(`Backed up the database as of ${startedAt.toISOString()} to ${target} (${(bytes / 1_048_576).toFixed(1)} MiB).\n`)
+  return 0
+}
+
 function help(io: CliIo, topic: Topic): 0 {
   io.stdout(HELP[topic] + '\n')
   return 0
@@ -465,6 +546,8 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
       }
       case 'deprecations':
         return await deprecationsCommand(rest, io)
+      case 'backup':
+        return await backupCommand(rest, io)
       default:
         return await keysCommand(rest[0], rest.slice(1), io)
     }

@@ -31,6 +31,11 @@ export interface Storage {
   isUnavailable(error: unknown): boolean
   /** Resolves when the database answers a query. */
   ping(): Promise<void>
+  /**
+   * SQLite only: copies one consistent snapshot of the database to `file` while other connections
+   * keep writing, calling `progress` after each step. PostgreSQL has pg_dump.
+   */
+  backup?(file: string, progress: (copiedPages: number, totalPages: number) => void): Promise<void>
   /** The connection pool's figures, for the metrics; engines without a pool have none. */
   poolStats?(): PoolStats
   close(): Promise<void>
