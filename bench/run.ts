@@ -92,6 +92,17 @@ function failedRequests(logPath: string): string {
   return [...byStatus].map(([status, { count, example }]) => `the service logged ${count} answers ${status}, e.g. ${example}`).join('\n')
 }
 
+/** The service's own count of its 503s by cause (the request log line does not name the error code). */
+async function refusalCounters(metricsUrl: string): Promise<string> {
+  try {
+    const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(2_000) })).text()
+    const lines = text.split('\n').filter((line) => /^petstore_(db_unavailable_total|overload_rejections_total)\b/.test(line))
+    return `the service's 503 counters: ${lines.join('; ') || 'none found'}`
+  } catch (error) {
+    return `the service's metrics could not be read: ${(error as Error).message}`
+  }
+}
+
 /** Identity checks, then every scenario on every server; true when every target was met. */
 async function benchmark(
   run: { mode: Mode; engine: EngineName; startedAt: Date; header: object },
@@ -228,7 +239,10 @@ async function main(): Promise<number> {
     const reason: unknown = stop.signal.aborted ? stop.signal.reason : error
     if (interrupted()) return 130
     console.error(`bench: FAILED: ${reason instanceof Error ? reason.message : String(reason)}`)
-    if (setup !== undefined) console.error(`last lines of the service log:\n${logTail(setup.serviceLog)}\n${failedRequests(setup.serviceLog)}`)
+    if (setup !== undefined) {
+      console.error(`last lines of the service log:\n${logTail(setup.serviceLog)}\n${failedRequests(setup.serviceLog)}`)
+      console.error(await refusalCounters(setup.metricsUrl))
+    }
     return 3
   } finally {
     await Promise.all([...started].map((child) => stopProcess(child, { killAfterMs: KILL_AFTER_MS })))

@@ -125,6 +125,8 @@ export interface Setup {
   tool: LoadOptions['tool']
   service: PetstoreProcess
   serviceLog: string
+  /** The service's Prometheus endpoint. */
+  metricsUrl: string
   ids: string[]
   idsFile: string
   pets: Pet[]
@@ -139,6 +141,8 @@ export async function setUp(dir: string, engine: Engine, started: Set<NodeProces
   const env = { PATH: process.env.PATH ?? '', DATABASE_URL: engine.name === 'postgres' ? engine.url : `sqlite://${dbPath}` }
   const key = await createKey(env, 'bench')
   const serviceLog = path.join(dir, 'service.log')
+  // Metrics on a free port of their own, as in production, and known here: a failed run reads them.
+  const metricsPort = await freePort()
   const service = await startPetstore({
     cwd: ROOT,
     env: {
@@ -151,8 +155,8 @@ export async function setUp(dir: string, engine: Engine, started: Set<NodeProces
       // on this shared 2-core machine the seeding alone pushed the mean delay past the default 100 ms.
       OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '2000',
       SHUTDOWN_DRAIN_MS: '0',
+      METRICS_PORT: String(metricsPort),
     },
-    metrics: true,
     logPath: serviceLog,
     detached: true,
     timeoutMs: READY_TIMEOUT_MS,
@@ -183,6 +187,7 @@ export async function setUp(dir: string, engine: Engine, started: Set<NodeProces
     key,
     service,
     serviceLog,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     ids,
     idsFile,
     pets,
