@@ -3,7 +3,7 @@
 // noisy. On SQLite the baseline keeps the pets in memory; on PostgreSQL (`--engine postgres`) two
 // baselines read and write the service's own tables, one through node-postgres, one through postgres.js.
 // `npm run bench [-- --quick] [-- --engine postgres]`; see bench/README.md for how to read the output.
-// The parts: setup.ts (build, service, seeding, baselines), postgres.ts (the embedded server),
+// The parts: setup.ts (build, service, seeding, baselines), scripts/embedded-postgres.ts (the embedded server),
 // identity.ts (the byte-identity check), rounds.ts (the load), report.ts (tables, results JSON and chart).
 import fs from 'node:fs'
 import os from 'node:os'
@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util'
 import { type NodeProcess, describeExit, guardRun, logTail, procStatusKb, stopProcess } from '../scripts/petstore-process.js'
 import { assertIdenticalBodies } from './identity.js'
 import type { LoadOptions } from './load.js'
-import { type BenchPostgres, startPostgres } from './postgres.js'
+import { type EmbeddedServer, startEmbeddedPostgres } from '../scripts/embedded-postgres.js'
 import { type EngineName, type ScenarioReport, machine, megabytes, printScenario, revision, seconds, summarise, writeReport } from './report.js'
 import { type Servers, killLoadGenerators, measureScenario } from './rounds.js'
 import { CONNECTIONS, SCENARIOS } from './scenarios.js'
@@ -185,7 +185,7 @@ async function main(): Promise<number> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-bench-'))
   /** The servers running now, stopped in order at the end and SIGKILLed by the last resort. */
   const started = new Set<NodeProcess>()
-  let postgres: BenchPostgres | undefined
+  let postgres: EmbeddedServer | undefined
   const { stop, interrupted } = guardRun({
     name: 'bench',
     hardCleanup: () => {
@@ -208,7 +208,7 @@ async function main(): Promise<number> {
     console.log(`bench: load generator: ${tool}${tool === 'wrk' ? '' : ' (install wrk to spare the shared CPU)'}`)
     let engine: Engine = { name: 'sqlite' }
     if (engineName === 'postgres') {
-      postgres = await startPostgres()
+      postgres = await startEmbeddedPostgres()
       engine = { name: 'postgres', url: postgres.url }
       console.log('bench: embedded PostgreSQL server started')
     }

