@@ -8,6 +8,7 @@ import { systemClock } from './clock.js'
 import { CONFIG_NAMES, type Config, ConfigError, type DatabaseConfig, describeVariable, loadConfig } from './config.js'
 import { createLogger } from './logger.js'
 import { isWorker, parseWorkers, runPrimary } from './cluster.js'
+import { copyDatabase, type TableSummary } from './copy/copy.service.js'
 import { createDeprecationsService } from './deprecations/deprecations.service.js'
 import { getPetSchema } from './pets/pets.schemas.js'
 import { closeOnSignals, startServer, stopWithNpm } from './server.js'
@@ -43,6 +44,8 @@ Commands:
   serve [--workers N]   Run the HTTP service (migrates the database first)
   migrate               Apply pending database migrations and exit
   backup <file>         Copy the SQLite database, while it serves, to a new file
+  copy --from URL --to URL
+                        Copy every pet, key and record into an empty database (SQLite or PostgreSQL)
   openapi               Print the OpenAPI document
   deprecations          Who still calls the deprecated getPet, and until when
   keys create           Create an API key
@@ -68,6 +71,20 @@ beside <file> and renamed into place when complete, so <file> is never half a ba
 Restore: stop the service, replace the database file with the backup, start the service.
 On PostgreSQL, use pg_dump instead (exit 2).
   --force   Overwrite <file> if it exists (otherwise an existing <file> is refused, exit 1)`,
+  copy: `Usage: petstore copy --from URL --to URL
+
+Copies the pets (with their ids), API keys (hashes, expiry, revocation, rotation, last use),
+Idempotency-Key records and deprecated-call counts of one database into another, in either
+direction between SQLite and PostgreSQL. URLs are written as DATABASE_URL is:
+sqlite:///absolute/path.db or postgres://user:password@host:5432/db.
+The source is read as one consistent snapshot and never written: it may keep serving, and what
+it commits after the copy begins is not copied. The target gets its migrations, must then be
+empty (otherwise exit 1, nothing written), and is written in one transaction, verified (row
+counts and a SHA-256 of every table, the same on both sides) before it commits: a copy that fails
+or is killed leaves the target empty, and can simply be run again. Its next pet id follows the
+largest copied one.
+  --from URL   The database to copy
+  --to URL     The empty database to copy into (created and migrated if needed)`,
   openapi: 'Usage: petstore openapi\n\nPrints the OpenAPI 3.1 document the service serves at /v1/openapi.json.',
   deprecations: `Usage: petstore deprecations [--json]
 
@@ -193,15 +210,21 @@ function table(rows: string[][]): string {
  * Which database a command opened, for people: run from another folder, the default
  * `./data/petstore.db` is another database than the running server's, and a key made there is refused.
  */
-function describeDatabase(database: DatabaseConfig, cwd: string, created: boolean): string {
+function describeDatabase(database: DatabaseConfig, cwd: string, created: boolean, lead = 'Using'): string {
   if (database.engine === 'sqlite') {
     const relative = path.relative(cwd, database.path)
     const shown = relative.startsWith('..') || path.isAbsolute(relative) ? database.path : `./${relative}`
-    return `Using SQLite database ${shown}${created ? ' (created)' : ''}`
+    return `${lead} SQLite database ${shown}${created ? ' (created)' : ''}`
   }
-  const url = new URL(database.url)
+  const { name, host } = postgresDatabase(database.url)
+  return `${lead} PostgreSQL database ${name} on ${host}`
+}
+
+/** The database a PostgreSQL URL names, and its server: never the password. */
+function postgresDatabase(text: string): { name: string; host: string } {
+  const url = new URL(text)
   const name = decodeURIComponent(url.pathname.slice(1)) || decodeURIComponent(url.username) || 'postgres'
-  return `Using PostgreSQL database ${name} on ${url.hostname}:${url.port || '5432'}`
+  return { name, host: `${url.hostname}:${url.port || '5432'}` }
 }
 
 /**
@@ -220,11 +243,12 @@ async function withStorage<T>(
   config: Config,
   output: CliIo | undefined,
   work: (storage: Storage, applied: string[]) => Promise<T>,
+  { lead = 'Using', named = 'DATABASE_URL' }: { lead?: string; named?: string } = {},
 ): Promise<T> {
   const { database } = config
   const created = database.engine === 'sqlite' && !fs.existsSync(database.path)
-  const { storage, applied } = await openMigratedStorage(database)
-  output?.stderr(`${describeDatabase(database, output.cwd, created)}\n`)
+  const { storage, applied } = await openMigratedStorage(database, named)
+  output?.stderr(`${describeDatabase(database, output.cwd, created, lead)}\n`)
   try {
     return await work(storage, applied)
   } finally {
@@ -464,6 +488,72 @@ async function backupCommand(args: string[], io: CliIo): Promise<0 | 1 | 2> {
   return 0
 }
 
+/** The database an option names, in DATABASE_URL's form; a malformed one is a usage error. */
+function databaseOption(io: CliIo, option: string, url: string): Config {
+  try {
+    return loadConfig({ ...io.env, DATABASE_URL: url }, io.cwd)
+  } catch (error) {
+    if (error instanceof ConfigError && error.variable === 'DATABASE_URL') {
+      throw new UsageError(error.message.replace(/^DATABASE_URL/, option), 'copy')
+    }
+    throw error
+  }
+}
+
+function sameDatabase(a: DatabaseConfig, b: DatabaseConfig): boolean {
+  if (a.engine === 'sqlite') return b.engine === 'sqlite' && a.path === b.path
+  if (b.engine === 'sqlite') return false
+  const [x, y] = [postgresDatabase(a.url), postgresDatabase(b.url)]
+  return x.name === y.name && x.host === y.host
+}
+
+async function copyCommand(args: string[], io: CliIo): Promise<0 | 1> {
+  const { values } = parse('copy', args, { from: { type: 'string' }, to: { type: 'string' } })
+  if (values.from === undefined) throw new UsageError('--from is required: the URL of the database to copy', 'copy')
+  if (values.to === undefined) throw new UsageError('--to is required: the URL of the empty database to copy into', 'copy')
+  const from = databaseOption(io, '--from', values.from).database
+  const target = databaseOption(io, '--to', values.to)
+  if (sameDatabase(from, target.database)) throw new UsageError('--from and --to name the same database', 'copy')
+  if (from.engine === 'sqlite' && !fs.existsSync(from.path)) {
+    io.stderr(`petstore: there is no SQLite database at ${from.path} to copy (see --from)\n`)
+    return 1
+  }
+  // Opened, never migrated: the copy does not write to its source, which may be serving.
+  const source = await openStorage(from)
+  try {
+    await source.ping().catch((error: unknown) => {
+      throw new Error(`cannot reach the database named by --from: ${(error as Error).message}`, { cause: error })
+    })
+    io.stderr(`${describeDatabase(from, io.cwd, false, 'Copying from')}\n`)
+    let progress: ReturnType<typeof progressReporter> | undefined
+    const copied = await withStorage(
+      target,
+      io,
+      (storage) =>
+        copyDatabase({
+          from: source.copy,
+          to: storage.copy,
+          phase: (name) => {
+            progress?.end()
+            const current = progressReporter(io, name === 'copying' ? 'Copying' : 'Verifying', 'rows')
+            progress = current
+            return current.update
+          },
+        }).finally(() => progress?.end()),
+      { lead: 'Copying into', named: '--to' },
+    )
+    io.stdout(
+      `Copied ${describeDatabase(from, io.cwd, false, 'from')} ${describeDatabase(target.database, io.cwd, false, 'into')}.\n` +
+        'Verified: every table has the same rows and checksum on both sides.\n' +
+        table([['TABLE', 'ROWS', 'SHA-256'], ...copied.map((t: TableSummary) => [t.table, String(t.rows), t.sha256])]) +
+        '\n',
+    )
+    return 0
+  } finally {
+    await source.close()
+  }
+}
+
 function help(io: CliIo, topic: Topic): 0 {
   io.stdout(HELP[topic] + '\n')
   return 0
@@ -548,6 +638,8 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
         return await deprecationsCommand(rest, io)
       case 'backup':
         return await backupCommand(rest, io)
+      case 'copy':
+        return await copyCommand(rest, io)
       default:
         return await keysCommand(rest[0], rest.slice(1), io)
     }

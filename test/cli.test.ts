@@ -330,7 +330,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
   })
 
   describe('every command', () => {
-    const COMMANDS = ['serve', 'migrate', 'backup', 'openapi', 'deprecations', 'keys', 'keys create', 'keys list', 'keys revoke', 'keys rotate']
+    const COMMANDS = ['serve', 'migrate', 'backup', 'copy', 'openapi', 'deprecations', 'keys', 'keys create', 'keys list', 'keys revoke', 'keys rotate']
 
     /** `main` in this process, as the bin runs it: the same code paths, without a process per case. */
     async function inProcess(args: string[], env: Record<string, string> = {}) {

@@ -14,9 +14,13 @@ export async function openStorage(database: DatabaseConfig): Promise<Storage> {
 
 /**
  * Opens the configured engine and applies pending migrations: what every entry point does
- * first. A database that cannot be reached is reported as such, naming DATABASE_URL.
+ * first. A database that cannot be reached is reported as such, naming where its URL came from
+ * (`named`, DATABASE_URL unless a command line option gave it).
  */
-export async function openMigratedStorage(database: DatabaseConfig): Promise<{ storage: Storage; applied: string[] }> {
+export async function openMigratedStorage(
+  database: DatabaseConfig,
+  named = 'DATABASE_URL',
+): Promise<{ storage: Storage; applied: string[] }> {
   const storage = await openStorage(database)
   try {
     return { storage, applied: await storage.migrate() }
@@ -24,6 +28,6 @@ export async function openMigratedStorage(database: DatabaseConfig): Promise<{ s
     await storage.close().catch(() => {})
     if (!storage.isUnavailable(error) && !storage.isUnavailable((error as Error).cause)) throw error
     const reason = ((error as Error).cause as Error | undefined)?.message ?? (error as Error).message
-    throw new Error(`cannot reach the database named by DATABASE_URL: ${reason}`, { cause: error })
+    throw new Error(`cannot reach the database named by ${named}: ${reason}`, { cause: error })
   }
 }

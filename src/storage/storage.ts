@@ -1,5 +1,6 @@
 import type { ApiKeysRepository } from '../api-keys/api-keys.repository.js'
 import type { DatabaseConfig } from '../config.js'
+import type { CopyRepository } from '../copy/copy.repository.js'
 import type { DeprecationsRepository } from '../deprecations/deprecations.repository.js'
 import type { IdempotencyRepository } from '../idempotency/idempotency.repository.js'
 import type { PetsRepository } from '../pets/pets.repository.js'
@@ -25,6 +26,8 @@ export interface Storage {
   readonly apiKeys: ApiKeysRepository
   readonly idempotency: IdempotencyRepository
   readonly deprecations: DeprecationsRepository
+  /** Whole tables in and out, for `petstore copy`. */
+  readonly copy: CopyRepository
   /** Applies pending migrations; safe to run again. Returns the names of those it applied. */
   migrate(): Promise<string[]>
   /** True for failures of the database itself (busy, full, read-only, gone): the client gets 503. */

@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { createPostgresApiKeysRepository } from '../../api-keys/api-keys.repository.postgres.js'
+import { createPostgresCopyRepository } from '../../copy/copy.repository.postgres.js'
 import { createPostgresDeprecationsRepository } from '../../deprecations/deprecations.repository.postgres.js'
 import { createPostgresIdempotencyRepository } from '../../idempotency/idempotency.repository.postgres.js'
 import { createPostgresPetsRepository } from '../../pets/pets.repository.postgres.js'
@@ -48,6 +49,7 @@ export function openPostgresStorage(url: string, poolSize: number): Storage {
     apiKeys: createPostgresApiKeysRepository(pool),
     idempotency: createPostgresIdempotencyRepository(pool),
     deprecations: createPostgresDeprecationsRepository(pool),
+    copy: createPostgresCopyRepository(pool),
     async migrate() {
       // Kysely holds a PostgreSQL advisory lock while it migrates, so instances starting at once
       // apply each migration exactly once. It is not destroyed: that would end the shared pool.

@@ -3,6 +3,7 @@ import path from 'node:path'
 import Sqlite from 'better-sqlite3'
 import { Kysely, SqliteDialect } from 'kysely'
 import { createSqliteApiKeysRepository } from '../../api-keys/api-keys.repository.sqlite.js'
+import { createSqliteCopyRepository } from '../../copy/copy.repository.sqlite.js'
 import { createSqliteDeprecationsRepository } from '../../deprecations/deprecations.repository.sqlite.js'
 import { createSqliteIdempotencyRepository } from '../../idempotency/idempotency.repository.sqlite.js'
 import { createSqlitePetsRepository, trackSqlitePetChanges } from '../../pets/pets.repository.sqlite.js'
@@ -58,6 +59,7 @@ export function openSqliteStorage(file: string): Storage {
     get deprecations() {
       return prepared().deprecations
     },
+    copy: createSqliteCopyRepository(db),
     async migrate() {
       // Kysely only drives the migrations; it is not destroyed because that would close `db`.
       const kysely = new Kysely<unknown>({ dialect: new SqliteDialect({ database: db }) })
