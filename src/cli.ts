@@ -84,7 +84,7 @@ counts and a SHA-256 of every table, the same on both sides) before it commits: 
 or is killed leaves the target empty, and can simply be run again. Its next pet id follows the
 largest copied one.
   --from URL   The database to copy
-  --to URL     The empty database to copy into (created and migrated if needed)`,
+  --to URL     The empty database to copy into (migrated first; a SQLite file is created if needed)`,
   openapi: 'Usage: petstore openapi\n\nPrints the OpenAPI 3.1 document the service serves at /v1/openapi.json.',
   deprecations: `Usage: petstore deprecations [--json]
 

@@ -42,7 +42,8 @@ function reader(client: pg.PoolClient): CopyReader {
           if (rows.length < size) break
         }
       } finally {
-        await client.query('CLOSE copy_rows')
+        // After a failed FETCH the transaction is aborted and CLOSE fails too: the FETCH's error is the one to tell.
+        await client.query('CLOSE copy_rows').catch(() => {})
       }
     },
   }
