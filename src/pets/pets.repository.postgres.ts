@@ -17,26 +17,28 @@ function toPet(row: PetRow): Pet {
 
 const COLUMNS = 'id, name, category_id, status'
 
-/** The filtered page query; its plan must walk the (status, id) index in order (test/read-cache.test.ts). */
-export const POSTGRES_LIST_BY_STATUS = `SELECT ${COLUMNS} FROM pets WHERE status = $1 AND id > $2 AND id <= $3 ORDER BY id LIMIT $4`
-
 /*
  * PostgreSQL draws identity values before commit, so concurrent creates can commit out of id
  * order: a page read in between would show id 11 while id 10 is still invisible, and the next
- * page (after 11) would skip 10 for good. Every create therefore holds this advisory lock shared
- * from before it draws its id until it commits, and a page read first waits for the lock
- * exclusively: then every id up to the sequence's value read in the same statement is settled,
- * and the page stops there. Readers hold the lock only for that one statement.
+ * page (after 11) would skip 10 for good. The function `pets_page` (migration 0004) answers a page
+ * at once when every id from the cursor to its last pet is there, since no create in flight can
+ * fill a hole below it; otherwise it waits until no create is in flight, through the table lock of
+ * `pet_ids_settled`, which every create holds in ROW EXCLUSIVE mode from before it draws its id
+ * until it commits, and which the function takes in SHARE mode. Creates never wait for each other,
+ * nor reads for each other, on any instance (docs/decisions/0015-postgres-read-path.md).
+ *
+ * The empty INSERT takes that lock: a statement locks every table it names before it runs, so
+ * before the pets row draws its id.
  */
-const PET_IDS_LOCK = 0x7065_7473 // "pets"
+const INSERT_PET =
+  'WITH settle AS (INSERT INTO pet_ids_settled SELECT WHERE false) ' +
+  'INSERT INTO pets (name, category_id, status, created_at) VALUES ($1, $2, $3, $4) RETURNING id'
 
 /** Inserts a pet through `db` (the pool, or a client inside a transaction). */
 export async function insertPostgresPet(db: pg.Pool | pg.PoolClient, pet: NewPet, createdAt: number): Promise<Pet> {
   const { rows } = await db.query<{ id: string }>({
     name: 'pets-insert',
-    text:
-      `WITH settle AS (SELECT pg_advisory_xact_lock_shared(${PET_IDS_LOCK})) ` +
-      'INSERT INTO pets (name, category_id, status, created_at) SELECT $1, $2, $3, $4 FROM settle RETURNING id',
+    text: INSERT_PET,
     values: [pet.name, pet.categoryId.toString(), pet.status ?? null, createdAt],
   })
   const id = rows[0]?.id
@@ -49,25 +51,11 @@ export function createPostgresPetsRepository(pool: pg.Pool): PetsRepository {
   return {
     create: (pet: NewPet, createdAt: number): Promise<Pet> => insertPostgresPet(pool, pet, createdAt),
     async list({ limit, status, afterId }: ListPetsQuery): Promise<Pet[]> {
-      const { rows: settled } = await pool.query<{ id: string | null }>({
-        name: 'pets-settled',
-        text:
-          `SELECT pg_advisory_xact_lock(${PET_IDS_LOCK}), ` +
-          "pg_sequence_last_value(pg_get_serial_sequence('pets', 'id')::regclass)::text AS id",
+      const { rows } = await pool.query<PetRow>({
+        name: 'pets-page',
+        text: `SELECT ${COLUMNS} FROM pets_page($1, $2, $3)`,
+        values: [afterId.toString(), limit, status ?? null],
       })
-      const upTo = settled[0]?.id ?? '0'
-      const { rows } =
-        status === undefined
-          ? await pool.query<PetRow>({
-              name: 'pets-list',
-              text: `SELECT ${COLUMNS} FROM pets WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`,
-              values: [afterId.toString(), upTo, limit],
-            })
-          : await pool.query<PetRow>({
-              name: 'pets-list-by-status',
-              text: POSTGRES_LIST_BY_STATUS,
-              values: [status, afterId.toString(), upTo, limit],
-            })
       return rows.map(toPet)
     },
     async findById(id: bigint): Promise<Pet | undefined> {
