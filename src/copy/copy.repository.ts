@@ -5,12 +5,12 @@
  */
 
 /** One column value: text, an integer's decimal digits, or null. */
-export type CopyValue = string | null
+type CopyValue = string | null
 
 /** One row, its values in the order of its table's `columns`. */
 export type CopyRow = CopyValue[]
 
-export interface CopyColumn {
+interface CopyColumn {
   readonly name: string
   readonly integer: boolean
 }
