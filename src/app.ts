@@ -21,7 +21,6 @@ import { createIdempotencyService } from './idempotency/idempotency.service.js'
 import { NewPetSchema, PetSchema, getPetSchema } from './pets/pets.schemas.js'
 import { PETS_PATH, registerPetsRoutes } from './pets/pets.routes.js'
 import { createPetsService } from './pets/pets.service.js'
-import { lazyChildLogger } from './logger.js'
 import type { Storage } from './storage/storage.js'
 import { createDeprecationHooks } from './deprecations/deprecations.hooks.js'
 import { createDeprecationRecorder, type DeprecationRecorder } from './deprecations/deprecations.recorder.js'
@@ -47,7 +46,6 @@ export interface AppDeps {
 
 /** The one line logged per request. */
 interface RequestLogLine {
-  reqId: string
   method: string
   route: string | null
   path?: string
@@ -74,7 +72,6 @@ export async function buildApp({
     loggerInstance: logger,
     // One line per request is written by the onResponse hook below instead.
     logController: new LogController({ disableRequestLogging: true }),
-    childLoggerFactory: lazyChildLogger,
     // A client-supplied id is kept only if it is safe to echo and to log: never one that holds a key.
     genReqId: (request) => {
       const given = request.headers['x-request-id']
@@ -121,7 +118,6 @@ export async function buildApp({
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url
     const line: RequestLogLine = {
-      reqId: request.id,
       method: request.method,
       route: route ?? null,
       status: reply.statusCode,
@@ -130,8 +126,7 @@ export async function buildApp({
     if (route === undefined) line.path = request.url.split('?')[0]
     // Who called: the key's public id, never the key.
     if (request.apiKey !== null) line.keyId = request.apiKey.id
-    // Through the root logger, with the request id the child would add: see lazyChildLogger.
-    logger.info(line, 'request')
+    request.log.info(line, 'request')
     done()
   })
 

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { createLogger, lazyChildLogger } from '../src/logger.js'
 import { postPet, useTestApp } from './helper.js'
 
 describe('request logging and request ids', () => {
@@ -67,30 +66,5 @@ describe('request logging and request ids', () => {
     assert.equal(line.route, null)
     assert.equal(line.path, '/nowhere')
     assert.equal(line.status, 404)
-  })
-})
-
-describe('request.log', () => {
-  it('is the child with the request id as soon as something logs through it, and costs no child otherwise', () => {
-    const lines: Record<string, unknown>[] = []
-    const parent = createLogger({ logLevel: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) })
-    let children = 0
-    const counted = Object.assign(Object.create(parent) as typeof parent, {
-      child: (...args: Parameters<typeof parent.child>) => (children++, parent.child(...args)),
-    })
-    const unused = lazyChildLogger(counted, { reqId: 'r-1' }, {})
-    assert.equal(unused.level, 'info')
-    assert.equal(children, 0)
-    const used = lazyChildLogger(counted, { reqId: 'r-2' }, {})
-    used.error({ err: new Error('boom') }, 'request failed')
-    used.info('again')
-    assert.equal(children, 1)
-    assert.deepEqual(
-      lines.map((line) => [line.reqId, line.msg, line.level]),
-      [
-        ['r-2', 'request failed', 50],
-        ['r-2', 'again', 30],
-      ],
-    )
   })
 })
