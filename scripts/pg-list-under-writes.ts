@@ -11,7 +11,6 @@
 // There half the reads are of the newest pets, the page that creates in flight leave holes in.
 //
 //   npm run pg-list-under-writes -- [--seconds 6] [--readers 16] [--writers 8] [--rounds 1] [--build DIR]… [--sql-only]
-import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import http from 'node:http'
 import os from 'node:os'
@@ -19,7 +18,7 @@ import path from 'node:path'
 import { execFile } from 'node:child_process'
 import { parseArgs, promisify } from 'node:util'
 import pg from 'pg'
-import { type EmbeddedServer, startEmbeddedPostgres } from './embedded-postgres.js'
+import { type EmbeddedServer, createPostgresDatabase, startEmbeddedPostgres } from './embedded-postgres.js'
 import {
   BIN,
   type PetstoreProcess,
@@ -189,14 +188,9 @@ async function start(bin: string, env: Record<string, string>, name: string): Pr
 
 /** One build on a new database: two instances, seeded, then every scenario. */
 async function measure(bin: string, serverUrl: string, roundNo: number): Promise<void> {
-  const name = `petstore_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: serverUrl })
-  admin.on('error', (error) => stop.abort(error))
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  const url = new URL(serverUrl)
-  url.pathname = `/${name}`
-  const env = { PATH: process.env.PATH ?? '', DATABASE_URL: url.href }
+  const database = await createPostgresDatabase(serverUrl)
+  const name = new URL(database.url).pathname.slice(1)
+  const env = { PATH: process.env.PATH ?? '', DATABASE_URL: database.url }
   const instances = [await start(bin, env, `${name}-1`), await start(bin, env, `${name}-2`)]
   const agents = instances.map(() => new http.Agent({ keepAlive: true, maxSockets: READERS + WRITERS }))
   try {
@@ -227,20 +221,14 @@ async function measure(bin: string, serverUrl: string, roundNo: number): Promise
     for (const agent of agents) agent.destroy()
     await Promise.all(instances.map((server) => stopProcess(server, { killAfterMs: 8_000 })))
     running.splice(0, running.length)
-    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
-    await admin.end()
+    await database.drop()
   }
 }
 
 /** Every design of SQL_DESIGNS on a new database migrated by `bin`, with readers and writers as pg connections. */
 async function measureSql(bin: string, serverUrl: string, roundNo: number): Promise<void> {
-  const name = `petstore_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: serverUrl })
-  admin.on('error', (error) => stop.abort(error))
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  const url = new URL(serverUrl)
-  url.pathname = `/${name}`
+  const database = await createPostgresDatabase(serverUrl)
+  const url = new URL(database.url)
   const clients: pg.Client[] = []
   try {
     await promisify(execFile)(process.execPath, [bin, 'migrate'], { env: { PATH: process.env.PATH ?? '', DATABASE_URL: url.href }, timeout: 30_000 })
@@ -300,8 +288,7 @@ async function measureSql(bin: string, serverUrl: string, roundNo: number): Prom
     }
   } finally {
     await Promise.all(clients.map((client) => client.end()))
-    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
-    await admin.end()
+    await database.drop()
   }
 }
 
