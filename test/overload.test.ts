@@ -296,28 +296,39 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
     clearInterval(rssSampler)
 
     // As soon as the load stops: the next sample of the loop, a quarter of a second on, is calm.
+    // Then it stays calm: 20 requests in a row are served and /readyz says ready. On a CI machine
+    // that runs other test files beside this one, their CPU can lag this loop past the 25 ms
+    // threshold for a sample after the load (CI, 23 November: one 503 right after the first 200),
+    // and shedding then is right; so a relapse restarts the count, and the whole recovery must
+    // still fit in a few seconds.
     let firstServedMs = Number.NaN
-    while (performance.now() - loadEnded < 3_000) {
-      const response = await fetch(`${baseUrl}${URL_PATH}`, { headers: { authorization } })
-      await response.arrayBuffer()
-      if (response.status === 200) {
-        firstServedMs = performance.now() - loadEnded
-        break
-      }
-      await sleep(25)
-    }
-    await probing
+    let recoveredMs = Number.NaN
     const served: number[] = []
-    for (let i = 0; i < 20; i++) {
+    const relapses: string[] = []
+    await probing
+    while (performance.now() - loadEnded < 5_000) {
       const started = performance.now()
       const response = await fetch(`${baseUrl}${URL_PATH}`, { headers: { authorization } })
-      await response.arrayBuffer()
-      assert.equal(response.status, 200, `request ${i} after recovery`)
-      served.push(performance.now() - started)
+      const body = await response.text()
+      if (response.status === 200) {
+        if (Number.isNaN(firstServedMs)) firstServedMs = performance.now() - loadEnded
+        served.push(performance.now() - started)
+        if (served.length < 20) continue
+        const ready = await fetch(`${baseUrl}/readyz`)
+        const readyBody = await ready.text()
+        if (ready.status === 200) {
+          recoveredMs = performance.now() - loadEnded
+          break
+        }
+        relapses.push(`/readyz ${ready.status} ${readyBody}`)
+      } else {
+        assert.equal(response.status, 503, body)
+        assert.equal((JSON.parse(body) as { code: string }).code, 'overloaded', body)
+        if (!Number.isNaN(firstServedMs)) relapses.push(`${URL_PATH} ${response.status}`)
+      }
+      served.length = 0
+      await sleep(25)
     }
-    const ready = await fetch(`${baseUrl}/readyz`)
-    assert.equal(ready.status, 200, await ready.text())
-
     const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
     const shedSeries = 'petstore_http_request_duration_seconds_bucket{le="%",method="GET",route="/v1/pets",status="503"}'
     const shedTotal = scraped(metrics, shedSeries.replace('%', '+Inf'))
@@ -343,6 +354,8 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
       idleRssMiB: round(idleRssKb / 1024),
       peakRssMiB: round(peakRssKb / 1024),
       firstServedAfterLoadMs: round(firstServedMs),
+      recoveredAfterLoadMs: round(recoveredMs),
+      relapsesAfterRecovery: relapses,
       servedAfterLoadMaxMs: round(Math.max(...served)),
       probes: probes.reduce<Record<string, number>>((counts, { path, status, code }) => {
         const name = `${path} ${status}${code === undefined ? '' : ` ${code}`}`
@@ -371,5 +384,6 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
     )
     assert.ok(peakRssKb - idleRssKb < 128 * 1024, JSON.stringify(figures))
     assert.ok(firstServedMs < 1_500, JSON.stringify(figures))
+    assert.ok(recoveredMs < 5_000, JSON.stringify(figures))
   })
 })
