@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import type { ApiKey } from './api-keys/api-keys.repository.js'
+import { SCOPES, type Scope, parseScopes } from './api-keys/api-keys.scopes.js'
 import { createApiKeysService, type RotationRefusal } from './api-keys/api-keys.service.js'
 import { buildApp, GET_PET_SUNSET } from './app.js'
 import { systemClock } from './clock.js'
@@ -97,24 +98,26 @@ write their counts every 10 seconds and when they stop, so a call shows here wit
   keys: `Usage: petstore keys <create|list|revoke|rotate> [options]
 
 Run "petstore keys <command> --help" for the options of each.`,
-  'keys create': `Usage: petstore keys create --name NAME [--expires-in DURATION] [--json]
+  'keys create': `Usage: petstore keys create --name NAME [--scope SCOPES] [--expires-in DURATION] [--json]
 
 Creates an API key for the environment of PETSTORE_ENV and prints it once: the key alone is
 the last line of output (or, with --json, the "key" member). Only its SHA-256 hash is kept.
   --name NAME            Who or what the key is for (1-100 characters)
+  --scope SCOPES         What it may do, comma-separated: pets:read (listPets, getPet),
+                         pets:write (createPet). Default pets:read,pets:write
   --expires-in DURATION  Lifetime such as 30m, 12h, 90d or 4w; default: never expires
   --json                 Print a JSON object instead of text`,
   'keys list': `Usage: petstore keys list [--json]
 
-Lists keys: id, name, prefix, environment, created, last used, expires, revoked, and the key each
-rotated key was replaced by. Never the secret.
+Lists keys: id, name, prefix, environment, scopes, created, last used, expires, revoked, and the
+key each rotated key was replaced by. Never the secret.
   --json   Print a JSON array instead of a table`,
   'keys revoke': `Usage: petstore keys revoke <id>
 
 Revokes a key; running servers refuse it within 1 second.`,
   'keys rotate': `Usage: petstore keys rotate <id> [--grace DURATION] [--json]
 
-Creates a new key for the same client: same name and environment, and, if the old key expires,
+Creates a new key for the same client: same name, environment and scopes, and, if the old key expires,
 the same lifetime counted from now. The new key is printed once, alone on the last line (or as
 "key" with --json). The old key keeps working until the grace period ends (or until it would
 have expired anyway), then is refused; keys list shows which key replaced it.
@@ -193,6 +196,7 @@ function describeKey(key: ApiKey) {
     name: key.name,
     prefix: key.prefix,
     environment: key.environment,
+    scopes: key.scopes,
     createdAt: iso(key.createdAt),
     lastUsedAt: iso(key.lastUsedAt),
     expiresAt: iso(key.expiresAt),
@@ -256,6 +260,17 @@ async function withStorage<T>(
   }
 }
 
+/** `--scope`, given once or more, each comma-separated: the scopes, or a usage error naming the unknown ones. */
+function scopesOption(given: string[] | undefined): Scope[] | undefined {
+  if (given === undefined) return undefined
+  const parsed = parseScopes(given)
+  if ('unknown' in parsed) {
+    const words = parsed.unknown.map((word) => (word === '' ? 'an empty one' : `"${word}"`)).join(', ')
+    throw new UsageError(`--scope takes ${SCOPES.join(' and ')}, comma-separated; not ${words}`, 'keys create')
+  }
+  return parsed.scopes
+}
+
 /** Says why `keys rotate` refused, as the one line a failure prints. */
 function rotationRefusal(id: string, refusal: RotationRefusal): string {
   switch (refusal.refused) {
@@ -278,21 +293,23 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
     case 'create': {
       const { values } = parse('keys create', args, {
         name: { type: 'string' },
+        scope: { type: 'string', multiple: true },
         'expires-in': { type: 'string' },
         json: { type: 'boolean' },
       })
       const name = values.name?.trim() ?? ''
       if (name === '' || name.length > 100) throw new UsageError('--name is required: 1 to 100 characters', 'keys create')
+      const scopes = scopesOption(values.scope)
       const expiresInMs = values['expires-in'] === undefined ? undefined : parseDuration(values['expires-in'], { topic: 'keys create' })
       const config = loadConfig(io.env, io.cwd)
       const { key, secret } = await withStorage(config, humanOutput(io, values.json), (storage) =>
-        keysService(storage, config).create({ name, expiresInMs }),
+        keysService(storage, config).create({ name, expiresInMs, scopes }),
       )
       if (values.json === true) {
         io.stdout(JSON.stringify({ ...describeKey(key), key: secret }) + '\n')
       } else {
         io.stdout(
-          `Created API key ${key.id} "${key.name}" for ${key.environment}` +
+          `Created API key ${key.id} "${key.name}" for ${key.environment}, scopes ${key.scopes.join(',')}` +
             `${key.expiresAt === null ? '' : `, expires ${iso(key.expiresAt)}`}.\n` +
             'Store it now: it is shown only once.\n' +
             `${secret}\n`,
@@ -309,12 +326,13 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
       } else if (keys.length === 0) {
         io.stdout('No API keys yet. Create one with: petstore keys create --name NAME\n')
       } else {
-        const header = ['ID', 'NAME', 'PREFIX', 'ENVIRONMENT', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED', 'REPLACED BY']
+        const header = ['ID', 'NAME', 'PREFIX', 'ENVIRONMENT', 'SCOPES', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED', 'REPLACED BY']
         const rows = keys.map((k) => [
           k.id,
           k.name,
           `${k.prefix}…`,
           k.environment,
+          k.scopes.join(','),
           k.createdAt ?? '-',
           k.lastUsedAt ?? 'never',
           k.expiresAt ?? 'never',
@@ -364,7 +382,7 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
         io.stdout(JSON.stringify({ ...describeKey(key), key: secret, replaces: describeKey(old) }) + '\n')
       } else {
         io.stdout(
-          `Rotated API key ${old.id} "${old.name}": the new key is ${key.id} for ${key.environment}` +
+          `Rotated API key ${old.id} "${old.name}": the new key is ${key.id} for ${key.environment}, scopes ${key.scopes.join(',')}` +
             `${key.expiresAt === null ? '' : `, expires ${iso(key.expiresAt)}`}.\n` +
             `The old key ${old.id} works until ${iso(old.expiresAt)}, then is refused.\n` +
             'Store the new key now: it is shown only once.\n' +

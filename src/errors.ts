@@ -7,6 +7,7 @@ import { redactKeys } from './api-keys/api-keys.format.js'
 export const ERROR_STATUS = {
   invalid_request: 400,
   unauthorized: 401,
+  forbidden: 403,
   not_found: 404,
   method_not_allowed: 405,
   request_timeout: 408,
@@ -31,6 +32,7 @@ export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[]
 export const ERROR_DESCRIPTIONS: Record<ErrorCode, string> = {
   invalid_request: 'The request is malformed: invalid JSON, a missing or invalid field, an unknown property or query parameter.',
   unauthorized: 'The API key is missing or not valid (unknown, revoked, expired or for another environment).',
+  forbidden: 'The API key is valid but lacks the scope the operation needs (`pets:read` or `pets:write`); `WWW-Authenticate` names it.',
   not_found: 'No such route, or no pet with that id.',
   method_not_allowed: 'The path exists but not with this method; the `Allow` header lists the methods it has.',
   request_timeout: 'The client took too long to send the request.',

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { after, describe, it } from 'node:test'
+import { type TestContext, after, describe, it } from 'node:test'
 import { hashSecret } from '../src/api-keys/api-keys.service.js'
 import { type CliIo, main } from '../src/cli.js'
 import { CONFIG_NAMES, describeVariable, loadConfig } from '../src/config.js'
 import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../src/storage/open-storage.js'
-import { ROOT, sqliteDatabaseEnv } from './helper.js'
+import { ENGINES, ROOT, createTestDatabase, sqliteDatabaseEnv } from './helper.js'
 import { type ServerProcess, cleanupProcesses, runCli, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 
 // The CLI as a user runs it: a real process, a real database file, exit codes and output streams.
@@ -18,6 +18,7 @@ interface CreatedKey {
   name: string
   prefix: string
   environment: string
+  scopes: string[]
   createdAt: string
   lastUsedAt: string | null
   expiresAt: string | null
@@ -106,6 +107,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
         'prefix',
         'replacedBy',
         'revokedAt',
+        'scopes',
       ])
       assert.match(created.key, LIVE_KEY)
       assert.match(created.id, /^key_[0-9A-Za-z]+$/)
@@ -119,6 +121,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       assert.equal(created.lastUsedAt, null)
       assert.equal(created.revokedAt, null)
       assert.equal(created.replacedBy, null)
+      assert.deepEqual(created.scopes, ['pets:read', 'pets:write'])
     })
 
     it('sets expiresAt exactly the --expires-in duration after createdAt, for 30m, 12h, 90d and 4w', async () => {
@@ -152,20 +155,31 @@ describe('petstore CLI', { concurrency: 2 }, () => {
   })
 
   describe('keys list', () => {
-    it('shows id, name, prefix, created, last used, expires, revoked and replaced by of each key, never the secret nor a hash', async () => {
+    it('shows id, name, prefix, scopes, created, last used, expires, revoked and replaced by of each key, never the secret nor a hash', async () => {
       const { dir, env } = fresh()
       const forever = await createKey(env, dir, 'forever')
       const shortLived = await createKey(env, dir, 'short-lived', '--expires-in', '90d')
       const result = await runCli(['keys', 'list'], env, dir)
       assert.equal(result.code, 0, result.stderr)
       const [header = '', ...rows] = result.stdout.trimEnd().split('\n')
-      assert.match(header, /^ID +NAME +PREFIX +ENVIRONMENT +CREATED +LAST USED +EXPIRES +REVOKED +REPLACED BY$/)
+      assert.match(header, /^ID +NAME +PREFIX +ENVIRONMENT +SCOPES +CREATED +LAST USED +EXPIRES +REVOKED +REPLACED BY$/)
       assert.equal(rows.length, 2)
       for (const [row, key, expires] of [
         [rows[0] ?? '', forever, 'never'],
         [rows[1] ?? '', shortLived, shortLived.expiresAt ?? ''],
       ] as const) {
-        assert.deepEqual(row.split(/ {2,}/), [key.id, key.name, `${key.prefix}…`, 'production', key.createdAt, 'never', expires, 'no', '-'])
+        assert.deepEqual(row.split(/ {2,}/), [
+          key.id,
+          key.name,
+          `${key.prefix}…`,
+          'production',
+          'pets:read,pets:write',
+          key.createdAt,
+          'never',
+          expires,
+          'no',
+          '-',
+        ])
       }
       assertNoSecret(result.stdout, forever)
       assertNoSecret(result.stdout, shortLived)
@@ -189,6 +203,69 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       assert.match(result.stdout, /no api keys/i)
     })
   })
+
+  for (const engine of ENGINES) {
+    describe(`keys with scopes on ${engine}`, () => {
+      /** A fresh database of `engine` and the folder the CLI runs in. */
+      const database = async (t: TestContext) => {
+        const dir = trackedTempDir('petstore-cli-scopes-')
+        const created = await createTestDatabase(engine, dir)
+        t.after(() => created.drop())
+        return { dir, env: created.env }
+      }
+
+      it('creates a read-only key with --scope pets:read, and lists and rotates it with that scope', async (t) => {
+        const { dir, env } = await database(t)
+        const text = await runCli(['keys', 'create', '--name', 'dashboard', '--scope', 'pets:read'], env, dir)
+        assert.equal(text.code, 0, text.stderr)
+        assert.match(text.stdout, /^Created API key key_\w+ "dashboard" for production, scopes pets:read\.$/m)
+        const json = await createKey(env, dir, 'partner', '--scope', 'pets:read')
+        assert.deepEqual(json.scopes, ['pets:read'])
+        const table = await runCli(['keys', 'list'], env, dir)
+        const row = table.stdout.split('\n').find((line) => line.startsWith(json.id)) ?? ''
+        assert.equal(row.split(/ {2,}/)[4], 'pets:read', table.stdout)
+        const rotated = await runCli(['keys', 'rotate', json.id, '--json'], env, dir)
+        assert.equal(rotated.code, 0, rotated.stderr)
+        const successor = JSON.parse(rotated.stdout) as CreatedKey & { replaces: ListedKey }
+        assert.deepEqual(successor.scopes, ['pets:read'])
+        assert.deepEqual(successor.replaces.scopes, ['pets:read'])
+        const listed = await listKeys(env, dir)
+        assert.deepEqual(
+          listed.map(({ name, scopes }) => [name, scopes]),
+          [
+            ['dashboard', ['pets:read']],
+            ['partner', ['pets:read']],
+            ['partner', ['pets:read']],
+          ],
+        )
+      })
+
+      it('takes scopes comma-separated or repeated, in any order, and writes them in one order', async (t) => {
+        const { dir, env } = await database(t)
+        for (const given of [['pets:write,pets:read'], ['pets:write', 'pets:read'], ['pets:read, pets:write,pets:read']]) {
+          const created = await createKey(env, dir, 'both', ...given.flatMap((scope) => ['--scope', scope]))
+          assert.deepEqual(created.scopes, ['pets:read', 'pets:write'], given.join(' '))
+        }
+        assert.deepEqual((await createKey(env, dir, 'writer', '--scope', 'pets:write')).scopes, ['pets:write'])
+      })
+
+      it('refuses an unknown or empty scope with exit 2 naming it, creating no key', async (t) => {
+        const { dir, env } = await database(t)
+        for (const [given, named] of [
+          ['pets:admin', '"pets:admin"'],
+          ['pets:read,pets:delete', '"pets:delete"'],
+          ['PETS:READ', '"PETS:READ"'],
+          ['', 'an empty one'],
+        ] as const) {
+          const result = await runCli(['keys', 'create', '--name', 'x', '--scope', given], env, dir)
+          assert.equal(result.code, 2, `${given}: ${result.stderr}`)
+          assert.equal(result.stderr.split('\n')[0], `petstore: --scope takes pets:read and pets:write, comma-separated; not ${named}`)
+          assert.doesNotMatch(result.stdout, /ps_(live|test)_/)
+        }
+        assert.deepEqual(await listKeys(env, dir), [])
+      })
+    })
+  }
 
   describe('keys revoke', () => {
     it('revokes a key by id with exit 0; keys list then shows it revoked and the other key untouched', async () => {

@@ -185,6 +185,8 @@ for (const engine of ENGINES) {
     let database: TestDatabase | undefined
     let server: ServerProcess | undefined
     let client: PetstoreClient
+    /** A client with a read-only key (`--scope pets:read`). */
+    let reader: PetstoreClient
     let baseUrl = ''
     /** Every pet this suite created, in creation (so id) order. */
     const created: Pet[] = []
@@ -199,9 +201,11 @@ for (const engine of ENGINES) {
       }
       const { stdout } = await runCli(['keys', 'create', '--name', 'client test', '--json'], env, dir, { rejectOnFailure: true })
       const { key } = JSON.parse(stdout) as { key: string }
+      const readOnly = await runCli(['keys', 'create', '--name', 'reader', '--scope', 'pets:read', '--json'], env, dir, { rejectOnFailure: true })
       server = await startServer(env, dir)
       baseUrl = `${server.baseUrl}/v1`
       client = createPetstoreClient({ baseUrl, apiKey: key })
+      reader = createPetstoreClient({ baseUrl, apiKey: (JSON.parse(readOnly.stdout) as { key: string }).key })
     })
 
     after(async () => {
@@ -249,6 +253,13 @@ for (const engine of ENGINES) {
         client.pets.create({ name: 'Other', categoryId: 7n }, { idempotencyKey: `client-test-${engine}-1` }),
       )
       assert.deepEqual([error.code, error.status], ['idempotency_key_reused', 422])
+    })
+
+    it('surfaces a create with a read-only key as forbidden 403; the same key lists', async () => {
+      const error = await petstoreError(reader.pets.create({ name: 'Never', categoryId: 1n }))
+      assert.deepEqual([error.code, error.status], ['forbidden', 403])
+      assert.match(error.message, /pets:write/)
+      assert.ok(Array.isArray((await reader.pets.listPage()).pets))
     })
 
     it('surfaces a 404 from get as not_found', async () => {

@@ -89,14 +89,14 @@ interface Source {
   dir: string
   env: Record<string, string>
   server: ServerProcess
-  keys: { live: string; revoked: string; rotatedOld: string; rotatedNew: string }
+  keys: { live: string; reader: string; revoked: string; rotatedOld: string; rotatedNew: string }
   idempotent: { status: number; location: string | null; body: string }
   pages: string[]
   bigPet: string
 }
 
 /**
- * A source with every kind of row: keys live, revoked and rotated (in its grace period), pets made
+ * A source with every kind of row: keys live, read-only, revoked and rotated (in its grace period), pets made
  * through the API (one with an Idempotency-Key) and by SQL (BULK_PETS, and one with BIG_ID), deprecated
  * getPet calls counted; served by a server, as a source being copied is.
  */
@@ -105,6 +105,7 @@ async function createSource(engine: Engine): Promise<Source> {
   const { env } = await createTestDatabase(engine, dir)
   const create = async (name: string) => json<{ id: string; key: string }>(['keys', 'create', '--name', name], env, dir)
   const live = await create('live')
+  const reader = await json<{ key: string }>(['keys', 'create', '--name', 'reader', '--scope', 'pets:read'], env, dir)
   const revoked = await create('revoked')
   await runCli(['keys', 'revoke', revoked.id], env, dir, { rejectOnFailure: true })
   const rotatedOld = await create('rotated')
@@ -144,7 +145,7 @@ async function createSource(engine: Engine): Promise<Source> {
     dir,
     env,
     server,
-    keys: { live: live.key, revoked: revoked.key, rotatedOld: rotatedOld.key, rotatedNew: rotatedNew.key },
+    keys: { live: live.key, reader: reader.key, revoked: revoked.key, rotatedOld: rotatedOld.key, rotatedNew: rotatedNew.key },
     idempotent,
     pages: await allPages(server, live.key),
     bigPet,
@@ -177,13 +178,13 @@ for (const [fromEngine, toEngine] of DIRECTIONS) {
       const toName = toEngine === 'sqlite' ? `SQLite database ${path.join(dir, 'petstore.db')}` : 'PostgreSQL database'
       assert.match(copied.stderr, new RegExp(`^Copying from ${fromEngine === 'sqlite' ? 'SQLite' : 'PostgreSQL'} database `))
       assert.ok(copied.stderr.includes(`Copying into ${toName}`), copied.stderr)
-      assert.match(copied.stderr, /Copying: 100% \(20,011 of 20,011 rows\)\n[^]*Verifying: 100% /)
+      assert.match(copied.stderr, /Copying: 100% \(20,012 of 20,012 rows\)\n[^]*Verifying: 100% /)
       assert.doesNotMatch(copied.stdout + copied.stderr, /:[^@/\s]+@/, 'never a password')
       assert.match(copied.stdout, /^Copied from .* into .*\.\nVerified: every table has the same rows and checksum on both sides\.\n/)
       const rows = summary(copied.stdout)
       assert.equal(rows.length, 4, copied.stdout)
       assert.match(rows[0] ?? '', /^pets +20004 +[0-9a-f]{64}$/)
-      assert.match(rows[1] ?? '', /^api_keys +4 +[0-9a-f]{64}$/)
+      assert.match(rows[1] ?? '', /^api_keys +5 +[0-9a-f]{64}$/)
       assert.match(rows[2] ?? '', /^idempotency_keys +1 +[0-9a-f]{64}$/)
       assert.match(rows[3] ?? '', /^deprecated_calls +2 +[0-9a-f]{64}$/)
 
@@ -193,7 +194,7 @@ for (const [fromEngine, toEngine] of DIRECTIONS) {
 
       const server = await startServer({ ...target.env, ...SERVER_ENV }, dir)
       t.after(() => stopServer(server))
-      const { live, revoked, rotatedOld, rotatedNew } = source.keys
+      const { live, reader, revoked, rotatedOld, rotatedNew } = source.keys
       assert.deepEqual(await allPages(server, live), source.pages, 'every page, byte for byte')
       assert.equal(source.pages.join('').match(/"id":/g)?.length, 20_004)
       const big = await fetch(`${server.baseUrl}/v1/pets/${BIG_ID}`, { headers: { authorization: `Bearer ${live}` } })
@@ -204,6 +205,8 @@ for (const [fromEngine, toEngine] of DIRECTIONS) {
       assert.equal(await status(revoked), 401, 'a revoked key is still refused')
       assert.equal(await status(rotatedOld), 200, 'a rotated key still works in its grace period')
       assert.equal(await status(rotatedNew), 200)
+      assert.equal(await status(reader), 200, 'a read-only key still reads')
+      assert.equal((await post(server, reader, JSON.stringify({ name: 'Never', categoryId: 1 }))).status, 403, 'and still cannot create')
 
       const replay = await post(server, live, IDEMPOTENT_BODY, { 'idempotency-key': 'copy-test-1' })
       assert.equal(replay.status, source.idempotent.status)

@@ -5,6 +5,7 @@ import path from 'node:path'
 import { Writable } from 'node:stream'
 import { after, before } from 'node:test'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+import type { Scope } from '../src/api-keys/api-keys.scopes.js'
 import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
 import { buildApp } from '../src/app.js'
 import type { Clock } from '../src/clock.js'
@@ -79,7 +80,7 @@ export interface TestApp {
   /** JSON log lines the app wrote. */
   logs: Record<string, unknown>[]
   /** Creates an API key in this app's database and returns the secret. */
-  createKey(options?: { name?: string; expiresInMs?: number; environment?: Config['environment'] }): Promise<string>
+  createKey(options?: { name?: string; expiresInMs?: number; environment?: Config['environment']; scopes?: readonly Scope[] }): Promise<string>
   /** `app.inject` with `Authorization: Bearer <key>` added. */
   request(key: string, options: InjectOptions): Promise<LightMyRequestResponse>
   close(): Promise<void>
@@ -124,9 +125,9 @@ export async function buildTestApp(engine: Engine, options: TestAppOptions = {})
     config,
     clock,
     logs,
-    async createKey({ name = 'test', expiresInMs, environment = config.environment } = {}) {
+    async createKey({ name = 'test', expiresInMs, environment = config.environment, scopes } = {}) {
       const service = createApiKeysService({ apiKeys: opened.apiKeys, clock, environment })
-      return (await service.create({ name, expiresInMs })).secret
+      return (await service.create({ name, expiresInMs, scopes })).secret
     },
     request(key, injectOptions) {
       return app.inject({

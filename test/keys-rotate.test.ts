@@ -60,8 +60,8 @@ for (const engine of ENGINES) {
       assert.equal(await listStatus(testApp, secret), 200)
     }))
 
-    it('gives the new key the same name, environment and lifetime, and records the lineage', withApp(async (testApp) => {
-      const old = await keys(testApp, 'staging').create({ name: 'partner-x', expiresInMs: 90 * DAY })
+    it('gives the new key the same name, environment, scopes and lifetime, and records the lineage', withApp(async (testApp) => {
+      const old = await keys(testApp, 'staging').create({ name: 'partner-x', expiresInMs: 90 * DAY, scopes: ['pets:read'] })
       testApp.clock.advance(10 * DAY)
       const now = testApp.clock.now()
       // Rotated by a CLI configured for production: the key stays a staging key.
@@ -76,6 +76,7 @@ for (const engine of ENGINES) {
         revokedAt: null,
         lastUsedAt: null,
         replacedBy: null,
+        scopes: ['pets:read'],
       } satisfies ApiKey)
       assert.match(result.secret, /^ps_test_[0-9A-Za-z]{32}$/)
       assert.deepEqual(result.old, { ...old.key, expiresAt: now + HOUR, replacedBy: result.key.id })

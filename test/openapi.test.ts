@@ -4,6 +4,7 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import type { LightMyRequestResponse } from 'fastify'
+import type { Scope } from '../src/api-keys/api-keys.scopes.js'
 import { GET_PET_SUNSET } from '../src/app.js'
 import { main } from '../src/cli.js'
 import { ERROR_CODES, ERROR_STATUS } from '../src/errors.js'
@@ -22,6 +23,7 @@ interface Operation {
   operationId: string
   description?: string
   deprecated?: boolean
+  security?: Record<string, string[]>[]
   parameters?: { name: string; in: string; required?: boolean; description?: string; schema: Record<string, unknown> }[]
   responses: Record<string, Response>
   requestBody?: { required?: boolean; content: Record<string, { schema: unknown }> }
@@ -33,7 +35,7 @@ interface Document {
   security: unknown[]
   paths: Record<string, Record<string, Operation>>
   components: {
-    securitySchemes: Record<string, { type: string; scheme: string }>
+    securitySchemes: Record<string, { type: string; scheme: string; description: string }>
     schemas: Record<string, { properties: Record<string, Record<string, unknown>>; required: string[] }>
     responses: Record<string, Response>
   }
@@ -119,9 +121,16 @@ describe('OpenAPI document', () => {
 
   it('lists every status each operation can return', () => {
     const statuses = (id: string) => Object.keys(operation(id).responses).sort()
-    assert.deepEqual(statuses('listPets'), ['200', '304', '400', '401', '405', '429', '500', '503'])
-    assert.deepEqual(statuses('createPet'), ['201', '400', '401', '405', '409', '413', '415', '422', '429', '500', '503'])
-    assert.deepEqual(statuses('getPet'), ['200', '304', '400', '401', '404', '405', '410', '429', '500', '503'])
+    assert.deepEqual(statuses('listPets'), ['200', '304', '400', '401', '403', '405', '429', '500', '503'])
+    assert.deepEqual(statuses('createPet'), ['201', '400', '401', '403', '405', '409', '413', '415', '422', '429', '500', '503'])
+    assert.deepEqual(statuses('getPet'), ['200', '304', '400', '401', '403', '404', '405', '410', '429', '500', '503'])
+  })
+
+  it('names the scope each operation needs in its security requirement, as OpenAPI 3.1 allows for bearer schemes', () => {
+    assert.deepEqual(operation('listPets').security, [{ bearerAuth: ['pets:read'] }])
+    assert.deepEqual(operation('getPet').security, [{ bearerAuth: ['pets:read'] }])
+    assert.deepEqual(operation('createPet').security, [{ bearerAuth: ['pets:write'] }])
+    assert.match(doc.components.securitySchemes.bearerAuth?.description ?? '', /pets:read.*pets:write.*403 `forbidden`/)
   })
 
   it('documents limit as an integer from 1 to 100 defaulting to 20, and the status filter', () => {
@@ -375,6 +384,7 @@ for (const engine of ENGINES) {
       return send(key)
     }
     const withoutKey = (method: 'GET' | 'POST', url: string): Send => () => testApp.app.inject({ method, url })
+    const withOnly = (scope: Scope, send: Send): Send => async () => send(await testApp.createKey({ scopes: [scope] }))
 
     /** How to get each documented response on the wire, each with a key of its own. */
     const recipes: Record<string, Send> = {
@@ -382,6 +392,7 @@ for (const engine of ENGINES) {
       'listPets 304': unchanged('/v1/pets'),
       'listPets 400': get('/v1/pets?limit=0'),
       'listPets 401': withoutKey('GET', '/v1/pets'),
+      'listPets 403': withOnly('pets:write', get('/v1/pets')),
       'listPets 405': (key) => testApp.request(key, { method: 'DELETE', url: '/v1/pets' }),
       'listPets 429': overTheLimit(get('/v1/pets')),
       // A limit no other request uses, so that the answer cannot come from the read cache.
@@ -390,6 +401,7 @@ for (const engine of ENGINES) {
       'createPet 201': post(valid),
       'createPet 400': post('{"name":'),
       'createPet 401': withoutKey('POST', '/v1/pets'),
+      'createPet 403': withOnly('pets:read', post(valid)),
       'createPet 405': (key) => testApp.request(key, { method: 'PATCH', url: '/v1/pets' }),
       'createPet 409': async (key) => {
         const held = faults.holdNextKeyedCreate()
@@ -415,6 +427,7 @@ for (const engine of ENGINES) {
       'getPet 304': async (key) => unchanged(`/v1/pets/${await newPetId(key)}`)(key),
       'getPet 400': get('/v1/pets/abc'),
       'getPet 401': withoutKey('GET', '/v1/pets/1'),
+      'getPet 403': withOnly('pets:write', get('/v1/pets/1')),
       'getPet 404': get('/v1/pets/999999'),
       'getPet 405': (key) => testApp.request(key, { method: 'DELETE', url: '/v1/pets/1' }),
       'getPet 410': async (key) => {

@@ -1,7 +1,8 @@
-import type { onRequestAsyncHookHandler } from 'fastify'
+import type { onRequestAsyncHookHandler, onRequestHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import type { ApiKey } from './api-keys.repository.js'
 import type { RateLimits } from './api-keys.rate-limit.js'
+import type { Scope } from './api-keys.scopes.js'
 import type { ApiKeysService } from './api-keys.service.js'
 
 declare module 'fastify' {
@@ -27,13 +28,20 @@ const invalid = () =>
     'www-authenticate': `${REALM}, error="invalid_token"`,
   })
 
+// RFC 6750 §3.1: the key is good, but not for this; the challenge names the scope it lacks.
+const insufficientScope = (scope: Scope) =>
+  new ApiError('forbidden', `This API key does not have the ${scope} scope this operation needs.`, {
+    'www-authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"`,
+  })
+
 /** Counts a failed authentication for the metrics; the reason names nothing the caller sent. */
 export type CountAuthFailure = (reason: 'missing' | 'invalid') => void
 
 /**
  * The onRequest hook of every API route: it runs before parsing and validation. It also applies
  * the rate limits: an address that failed authentication too often is refused before any key
- * lookup (so guessing cannot go faster than the limit), and each key has its own budget.
+ * lookup (so guessing cannot go faster than the limit), and each key has its own budget, which a
+ * request later refused for its scope spends too.
  */
 export function createAuthenticate(
   apiKeys: ApiKeysService,
@@ -55,5 +63,17 @@ export function createAuthenticate(
     }
     request.apiKey = key
     await limits.limitKey(request, reply)
+  }
+}
+
+/**
+ * The onRequest hook that refuses, with 403, a key without `scope`. It comes after `authenticate`
+ * (an invalid key is 401 whatever it asks for) and before the body or query is read (a key without
+ * the scope is 403 whatever it sends).
+ */
+export function requireScope(scope: Scope): onRequestHookHandler {
+  const refusal = insufficientScope(scope)
+  return (request, _reply, done) => {
+    done(request.apiKey?.scopes.includes(scope) === true ? undefined : refusal)
   }
 }

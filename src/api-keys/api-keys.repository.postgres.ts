@@ -1,13 +1,25 @@
 import type pg from 'pg'
+import { storedScopes } from './api-keys.scopes.js'
 import { API_KEY_COLUMNS as COLUMNS, type ApiKey, type ApiKeyRow, type ApiKeysRepository, toApiKey } from './api-keys.repository.js'
 
 export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepository {
   return {
     async insert(key: ApiKey, secretHash: string): Promise<void> {
       await pool.query(
-        `INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, secret_hash)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-        [key.id, key.name, key.prefix, key.environment, key.createdAt, key.expiresAt, key.revokedAt, key.lastUsedAt, secretHash],
+        `INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, secret_hash, scopes)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        [
+          key.id,
+          key.name,
+          key.prefix,
+          key.environment,
+          key.createdAt,
+          key.expiresAt,
+          key.revokedAt,
+          key.lastUsedAt,
+          secretHash,
+          storedScopes.write(key.scopes),
+        ],
       )
     },
     async findBySecretHash(secretHash: string): Promise<ApiKey | undefined> {
@@ -35,11 +47,11 @@ export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepositor
            WHERE id = $9 AND replaced_by IS NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $10)
            RETURNING ${COLUMNS}
          ), successor AS (
-           INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, secret_hash)
-           SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::bigint, $7::text FROM old
+           INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, secret_hash, scopes)
+           SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::bigint, $7::text, $11::text FROM old
          )
          SELECT * FROM old`,
-        [successor.id, successor.name, successor.prefix, successor.environment, successor.createdAt, successor.expiresAt, secretHash, expiresBy, id, now],
+        [successor.id, successor.name, successor.prefix, successor.environment, successor.createdAt, successor.expiresAt, secretHash, expiresBy, id, now, storedScopes.write(successor.scopes)],
       )
       return rows[0] === undefined ? undefined : toApiKey(rows[0])
     },

@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3'
+import { storedScopes } from './api-keys.scopes.js'
 import { API_KEY_COLUMNS as COLUMNS, type ApiKey, type ApiKeyRow, type ApiKeysRepository, toApiKey } from './api-keys.repository.js'
 
 /** Rolls the rotation back: the old key no longer qualifies. */
@@ -6,8 +7,8 @@ class NotRotated extends Error {}
 
 export function createSqliteApiKeysRepository(db: Database): ApiKeysRepository {
   const insert = db.prepare(
-    `INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, secret_hash)
-     VALUES (@id, @name, @prefix, @environment, @createdAt, @expiresAt, @revokedAt, @lastUsedAt, @secretHash)`,
+    `INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, secret_hash, scopes)
+     VALUES (@id, @name, @prefix, @environment, @createdAt, @expiresAt, @revokedAt, @lastUsedAt, @secretHash, @scopes)`,
   )
   const bySecretHash = db.prepare<[string], ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE secret_hash = ?`)
   const all = db.prepare<[], ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, id`)
@@ -21,7 +22,7 @@ export function createSqliteApiKeysRepository(db: Database): ApiKeysRepository {
   // of one key, even from two processes, cannot both succeed.
   const rotate = db.transaction((id: string, successor: ApiKey, secretHash: string, expiresBy: number, now: number) => {
     // The successor first: replaced_by references it.
-    insert.run({ ...successor, secretHash })
+    insert.run({ ...successor, secretHash, scopes: storedScopes.write(successor.scopes) })
     const row = replace.get({ successor: successor.id, expiresBy, id, now })
     if (row === undefined) throw new NotRotated()
     return toApiKey(row)
@@ -35,7 +36,7 @@ export function createSqliteApiKeysRepository(db: Database): ApiKeysRepository {
 
   return {
     insert(key: ApiKey, secretHash: string): Promise<void> {
-      insert.run({ ...key, secretHash })
+      insert.run({ ...key, secretHash, scopes: storedScopes.write(key.scopes) })
       return Promise.resolve()
     },
     findBySecretHash(secretHash: string): Promise<ApiKey | undefined> {

@@ -1,4 +1,5 @@
 import type { Environment } from '../config.js'
+import { type Scope, storedScopes } from './api-keys.scopes.js'
 
 /** An API key as the service knows it: everything but the secret, which is never stored. */
 export interface ApiKey {
@@ -13,6 +14,8 @@ export interface ApiKey {
   lastUsedAt: number | null
   /** The id of the key this one was rotated to; null unless it was rotated. */
   replacedBy: string | null
+  /** What it may do; never empty. */
+  scopes: readonly Scope[]
 }
 
 export interface ApiKeysRepository {
@@ -33,7 +36,7 @@ export interface ApiKeysRepository {
 }
 
 /** The columns every engine's repository selects, in the order `ApiKeyRow` names them. */
-export const API_KEY_COLUMNS = 'id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, replaced_by'
+export const API_KEY_COLUMNS = 'id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, replaced_by, scopes'
 
 /** A row of `api_keys` as a driver returns it: times are int8 milliseconds, which pg gives as text. */
 export interface ApiKeyRow {
@@ -46,6 +49,8 @@ export interface ApiKeyRow {
   revoked_at: number | string | null
   last_used_at: number | string | null
   replaced_by: string | null
+  /** Space-separated, as `storedScopes` writes them. */
+  scopes: string
 }
 
 const toMs = (value: number | string | null): number | null => (value === null ? null : Number(value))
@@ -62,5 +67,6 @@ export function toApiKey(row: ApiKeyRow): ApiKey {
     revokedAt: toMs(row.revoked_at),
     lastUsedAt: toMs(row.last_used_at),
     replacedBy: row.replaced_by,
+    scopes: storedScopes.read(row.scopes),
   }
 }

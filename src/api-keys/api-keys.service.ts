@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js'
 import type { Environment } from '../config.js'
 import { KEY_PREFIX, SECRET_LENGTH } from './api-keys.format.js'
 import type { ApiKey, ApiKeysRepository } from './api-keys.repository.js'
+import { SCOPES, type Scope } from './api-keys.scopes.js'
 
 /** `last used` is written at most this often per key, so that requests do not each cost a write. */
 const LAST_USED_RESOLUTION_MS = 60_000
@@ -50,9 +51,10 @@ export interface RotatedApiKey extends CreatedApiKey {
 }
 
 export interface ApiKeysService {
-  create(input: { name: string; expiresInMs?: number }): Promise<CreatedApiKey>
+  /** `scopes` default to all of SCOPES, the meaning every key had before scopes; never empty. */
+  create(input: { name: string; expiresInMs?: number; scopes?: readonly Scope[] }): Promise<CreatedApiKey>
   /**
-   * A new key for the client of key `id`: same name and environment, and the same lifetime if the
+   * A new key for the client of key `id`: same name, environment and scopes, and the same lifetime if the
    * old one had one (counted from now). The old key keeps working for `graceMs` (0: not at all),
    * never longer than it would have anyway.
    */
@@ -88,7 +90,11 @@ export function createApiKeysService(deps: {
     return fresh
   }
 
-  const newKey = (name: string, keyEnvironment: Environment, now: number, expiresAt: number | null): CreatedApiKey => {
+  const newKey = (
+    { name, environment: keyEnvironment, scopes }: Pick<ApiKey, 'name' | 'environment' | 'scopes'>,
+    now: number,
+    expiresAt: number | null,
+  ): CreatedApiKey => {
     const keyPrefix = KEY_PREFIX[keyEnvironment]
     const secret = keyPrefix + randomBase62(SECRET_LENGTH)
     const key: ApiKey = {
@@ -101,6 +107,7 @@ export function createApiKeysService(deps: {
       revokedAt: null,
       lastUsedAt: null,
       replacedBy: null,
+      scopes,
     }
     return { key, secret }
   }
@@ -114,9 +121,10 @@ export function createApiKeysService(deps: {
   }
 
   return {
-    async create({ name, expiresInMs }) {
+    async create({ name, expiresInMs, scopes = SCOPES }) {
+      if (scopes.length === 0) throw new Error('a key needs at least one scope')
       const now = clock.now()
-      const created = newKey(name, environment, now, expiresInMs === undefined ? null : now + expiresInMs)
+      const created = newKey({ name, environment, scopes }, now, expiresInMs === undefined ? null : now + expiresInMs)
       await apiKeys.insert(created.key, hashSecret(created.secret))
       return created
     },
@@ -128,7 +136,7 @@ export function createApiKeysService(deps: {
       const refused = refusal(current, now)
       if (refused !== undefined) return refused
       const lifetime = current.expiresAt === null ? null : current.expiresAt - current.createdAt
-      const created = newKey(current.name, current.environment, now, lifetime === null ? null : now + lifetime)
+      const created = newKey(current, now, lifetime === null ? null : now + lifetime)
       const old = await apiKeys.rotate(id, created.key, hashSecret(created.secret), now + graceMs, now)
       // Revoked or rotated by someone else between the read and the write: say what happened.
       if (old === undefined) {

@@ -57,6 +57,7 @@ export const COPY_TABLES: readonly CopyTable[] = [
       int('revoked_at'),
       int('last_used_at'),
       text('replaced_by'),
+      text('scopes'),
     ],
     key: ['id'],
     later: ['replaced_by'],

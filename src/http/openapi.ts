@@ -98,7 +98,10 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
           bearerAuth: {
             type: 'http',
             scheme: 'bearer',
-            description: 'An API key: `ps_live_…` in production, `ps_test_…` in staging.',
+            description:
+              'An API key: `ps_live_…` in production, `ps_test_…` in staging. Each key holds scopes, listed in each ' +
+              "operation's security requirement: `pets:read` (listPets, getPet) and `pets:write` (createPet). A key " +
+              'without the scope an operation needs gets 403 `forbidden`.',
           },
         },
         responses: { [METHOD_NOT_ALLOWED]: methodNotAllowedResponse },

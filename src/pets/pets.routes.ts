@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { requireScope } from '../api-keys/api-keys.auth.js'
 import { conditionalGet } from '../http/conditional.js'
 import { type Representation, createRepresentationCache, representation } from '../http/representation-cache.js'
 import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
@@ -41,7 +42,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     return reply.send(answer.body)
   }
 
-  app.get(PETS_PATH, { schema: listPetsSchema, onRequest: authenticate, onSend: conditionalGet }, async (request, reply) => {
+  app.get(PETS_PATH, { schema: listPetsSchema, onRequest: [authenticate, requireScope('pets:read')], onSend: conditionalGet }, async (request, reply) => {
     const { status, cursor } = request.query
     const limit = request.query.limit === undefined ? LIMIT_DEFAULT : Number(request.query.limit)
     const answer = await answers.get(`list ${limit} ${status ?? ''} ${cursor ?? ''}`, async () => {
@@ -56,7 +57,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     return send(reply, answer)
   })
 
-  app.post(PETS_PATH, { schema: createPetSchema, onRequest: authenticate }, async (request, reply) => {
+  app.post(PETS_PATH, { schema: createPetSchema, onRequest: [authenticate, requireScope('pets:write')] }, async (request, reply) => {
     const key = request.headers['idempotency-key']
     if (key === undefined) {
       const pet = await pets.create(request.body)
@@ -84,7 +85,8 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     `${PETS_PATH}/:petId`,
     {
       schema: getPetSchema,
-      onRequest: [getPetDeprecation.headers, authenticate, getPetDeprecation.gate],
+      // The gate counts every call of a valid key, one without the scope too, and answers 410 after the sunset to anyone.
+      onRequest: [getPetDeprecation.headers, authenticate, getPetDeprecation.gate, requireScope('pets:read')],
       onSend: conditionalGet,
     },
     async (request, reply) => {

@@ -2,6 +2,7 @@ import { type TSchema, Type } from '@sinclair/typebox'
 import {
   RATE_LIMIT_HEADERS,
   errorResponse,
+  forbiddenResponse,
   rateLimitedResponse,
   internalErrorResponse,
   unauthorizedResponse,
@@ -120,6 +121,7 @@ export const listPetsSchema = {
   summary: 'List animals',
   description: 'Returns one page of animals in ascending `id` order, optionally filtered by status.',
   tags: ['pets'],
+  security: [{ bearerAuth: ['pets:read'] }],
   querystring: ListPetsQuerySchema,
   headers: ConditionalReadHeadersSchema,
   response: {
@@ -133,6 +135,7 @@ export const listPetsSchema = {
       '`limit`, `status` or `cursor` is not valid or repeated, `cursor` belongs to another `status`, or an unknown query parameter was sent',
     ),
     401: unauthorizedResponse(),
+    403: forbiddenResponse('pets:read'),
     429: rateLimitedResponse(),
     500: internalErrorResponse(),
     503: unavailableResponse(),
@@ -146,6 +149,7 @@ export const createPetSchema = {
     'Send an `Idempotency-Key` to make retries safe: the animal is created once and every retry with the same key ' +
     'and body gets the first response again.',
   tags: ['pets'],
+  security: [{ bearerAuth: ['pets:write'] }],
   headers: IdempotencyKeyHeadersSchema,
   body: RefTo(NewPetSchema),
   response: {
@@ -161,6 +165,7 @@ export const createPetSchema = {
       'The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters',
     ),
     401: unauthorizedResponse(),
+    403: forbiddenResponse('pets:write'),
     429: rateLimitedResponse(),
     409: errorResponse('A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`).'),
     413: errorResponse('The body is larger than 16 KiB (`payload_too_large`).'),
@@ -185,6 +190,7 @@ export const getPetSchema = {
     'Deprecated: removed on 5 December 2030, after which it answers 410. Use `GET /pets` with a `status` filter instead.',
   deprecated: true,
   tags: ['pets'],
+  security: [{ bearerAuth: ['pets:read'] }],
   params: PetIdParamsSchema,
   querystring: GetPetQuerySchema,
   headers: ConditionalReadHeadersSchema,
@@ -199,6 +205,7 @@ export const getPetSchema = {
       deprecationHeaders,
     ),
     401: unauthorizedResponse(deprecationHeaders),
+    403: forbiddenResponse('pets:read', deprecationHeaders),
     429: rateLimitedResponse(deprecationHeaders),
     404: errorResponse('No animal has this id (`not_found`).', deprecationHeaders),
     410: errorResponse('The sunset date has passed and the operation is removed (`gone`).', deprecationHeaders),

@@ -64,6 +64,7 @@ export interface components {
              *
              *     - `invalid_request`: The request is malformed: invalid JSON, a missing or invalid field, an unknown property or query parameter.
              *     - `unauthorized`: The API key is missing or not valid (unknown, revoked, expired or for another environment).
+             *     - `forbidden`: The API key is valid but lacks the scope the operation needs (`pets:read` or `pets:write`); `WWW-Authenticate` names it.
              *     - `not_found`: No such route, or no pet with that id.
              *     - `method_not_allowed`: The path exists but not with this method; the `Allow` header lists the methods it has.
              *     - `request_timeout`: The client took too long to send the request.
@@ -80,7 +81,7 @@ export interface components {
              *     - `overloaded`: The server has more work than it can do quickly right now; retry after `Retry-After` seconds, or on another instance.
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable" | "overloaded";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable" | "overloaded";
             /** @description Human-readable description of what went wrong. */
             message: string;
             /** @description The HTTP status code of the response. */
@@ -226,6 +227,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The API key is valid but does not have the `pets:read` scope (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750 §3.1): `Bearer realm="petstore", error="insufficient_scope", scope="pets:read"`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Any method other than GET, HEAD and POST on `/pets` is answered 405 `method_not_allowed` with `Allow: GET, HEAD, POST`. */
             405: components["responses"]["MethodNotAllowed"];
             /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
@@ -327,6 +343,21 @@ export interface operations {
                 headers: {
                     /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
                     "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is valid but does not have the `pets:write` scope (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description Bearer challenge (RFC 6750 §3.1): `Bearer realm="petstore", error="insufficient_scope", scope="pets:write"`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -527,6 +558,27 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The API key is valid but does not have the `pets:read` scope (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
+                    Sunset?: string;
+                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description Bearer challenge (RFC 6750 §3.1): `Bearer realm="petstore", error="insufficient_scope", scope="pets:read"`. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No animal has this id (`not_found`). */
             404: {
                 headers: {
@@ -639,5 +691,5 @@ type ReadonlyArray<T> = [
 ] extends [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
-export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "unavailable", "overloaded"];
+export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "unavailable", "overloaded"];
 export const petStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PetStatus"]> = ["available", "pending", "sold"];
