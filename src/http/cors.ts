@@ -1,4 +1,4 @@
-import cors from '@fastify/cors'
+import cors, { type FastifyCorsOptions } from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
 
 /** What a browser app may send: the key, the JSON body's type and createPet's retry key. */
@@ -43,25 +43,29 @@ const PREFLIGHT_MAX_AGE_S = 7200
  */
 export async function registerCors(app: FastifyInstance, origins: readonly string[]): Promise<void> {
   if (origins.length === 0) return
-  const allowed = new Set(origins)
+  // Made once per origin, not per request: the delegator runs on every request.
+  const optionsOf = (origin: string, preflight: boolean): FastifyCorsOptions =>
+    Object.freeze({
+      origin,
+      methods: ALLOWED_METHODS,
+      allowedHeaders: ALLOWED_HEADERS,
+      exposedHeaders: EXPOSED_HEADERS,
+      maxAge: PREFLIGHT_MAX_AGE_S,
+      preflight,
+    })
+  const listed = new Map(origins.map((origin) => [origin, { preflight: optionsOf(origin, true), other: optionsOf(origin, false) }]))
+  const notListed: FastifyCorsOptions = Object.freeze({ origin: false })
   await app.register(cors, {
     hook: 'onRequest',
     delegator: (request, callback) => {
-      const origin = request.headers.origin
       // An exact comparison: CORS_ORIGINS holds origins as browsers serialise them (see loadConfig).
-      if (origin === undefined || !allowed.has(origin)) {
-        callback(null, { origin: false })
+      const options = listed.get(request.headers.origin ?? '')
+      if (options === undefined) {
+        callback(null, notListed)
         return
       }
-      callback(null, {
-        origin,
-        methods: ALLOWED_METHODS,
-        allowedHeaders: ALLOWED_HEADERS,
-        exposedHeaders: EXPOSED_HEADERS,
-        maxAge: PREFLIGHT_MAX_AGE_S,
-        // An OPTIONS without Access-Control-Request-Method is no preflight: the 405 route answers it.
-        preflight: request.headers['access-control-request-method'] !== undefined,
-      })
+      // An OPTIONS without Access-Control-Request-Method is no preflight: the 405 route answers it.
+      callback(null, request.headers['access-control-request-method'] === undefined ? options.other : options.preflight)
     },
   })
 }
