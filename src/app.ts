@@ -6,6 +6,7 @@ import { registerRateLimits } from './api-keys/api-keys.rate-limit.js'
 import { createApiKeysService } from './api-keys/api-keys.service.js'
 import { type Clock, systemClock } from './clock.js'
 import type { Config } from './config.js'
+import { registerCors } from './http/cors.js'
 import { registerDocsRoutes } from './http/docs.routes.js'
 import { ApiError } from './errors.js'
 import { collectRouteMethods, registerErrorHandling, sendError, toApiError } from './http/error-handler.js'
@@ -131,6 +132,9 @@ export async function buildApp({
   })
 
   registerRequestMetrics(app, metrics)
+  // Before the load shedding, the routes and collectRouteMethods (see registerCors): a preflight is
+  // answered before anything could refuse it, and every later answer, a 503 overloaded too, is readable.
+  await registerCors(app, config.corsOrigins)
   // Its onRequest hook comes after the request id and the protocol checks, and before the body
   // is parsed and any route's authentication, rate limit or handler runs: a shed request costs little.
   await registerLoadShedding(app, config.overload, metrics.countOverloaded)

@@ -36,6 +36,8 @@ export interface Config {
   }
   /** Fastify's `trustProxy`: which proxies' X-Forwarded-For gives the client address. */
   readonly trustProxy: boolean | number | string
+  /** Origins whose browser pages may call the API (CORS), exactly as browsers send `Origin`; empty: none. */
+  readonly corsOrigins: readonly string[]
   readonly timeouts: {
     /** Whole request, headers and body, from its first byte. */
     readonly requestMs: number
@@ -144,6 +146,11 @@ export const CONFIG_VARIABLES = {
   TRUST_PROXY: {
     describe: '`true`, a hop count, or comma-separated proxy addresses/CIDRs whose X-Forwarded-For is trusted',
     unset: 'Unset: the client address is the TCP peer',
+  },
+  CORS_ORIGINS: {
+    describe:
+      'Comma-separated origins (`scheme://host[:port]`, as browsers send `Origin`) whose pages may call the API from a browser',
+    unset: 'Unset: no CORS headers, so browsers let only pages of the API\'s own origin read its answers',
   },
   REQUEST_TIMEOUT_MS: {
     describe: 'Time allowed to receive a whole request, headers and body',
@@ -255,6 +262,7 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
       redisUrl: redisVar(env),
     }),
     trustProxy: trustProxyVar(env),
+    corsOrigins: corsOriginsVar(env),
     timeouts: timeoutsVar(env),
     metrics: metricsVar(env, port, host),
     listenBacklog: integerVar(env, 'LISTEN_BACKLOG'),
@@ -290,6 +298,39 @@ function trustProxyVar(env: Env): boolean | number | string {
   if (/^[1-9][0-9]?$/.test(text)) return Number(text)
   if (/^[0-9a-fA-F.:/]+(\s*,\s*[0-9a-fA-F.:/]+)*$/.test(text)) return text
   throw new ConfigError('TRUST_PROXY', `must be true, false, a hop count or a list of addresses/CIDRs, got "${text}"`)
+}
+
+/**
+ * Each entry exactly as a browser serialises the `Origin` header, since it is compared byte for byte: an
+ * entry that differs (a trailing slash, a path, an upper-case host, a default port) would never match, and
+ * the operator would only find out from a browser. `*` is refused: every origin is never meant.
+ */
+function corsOriginsVar(env: Env): readonly string[] {
+  const text = nonEmpty(env, 'CORS_ORIGINS')
+  if (text === undefined) return Object.freeze([])
+  const origins = text.split(',').map((entry) => entry.trim())
+  for (const entry of origins) {
+    if (entry === '') throw new ConfigError('CORS_ORIGINS', `has an empty entry: separate origins with single commas, got "${text}"`)
+    if (entry.includes('*')) {
+      throw new ConfigError('CORS_ORIGINS', `must list exact origins; "*" (any origin or subdomain) is not accepted, got "${entry}"`)
+    }
+    let url: URL | undefined
+    try {
+      url = new URL(entry)
+    } catch {
+      // Reported below with the others.
+    }
+    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      throw new ConfigError('CORS_ORIGINS', `must list http(s) origins such as https://app.example.com, got "${entry}"`)
+    }
+    if (url.origin !== entry) {
+      throw new ConfigError(
+        'CORS_ORIGINS',
+        `must list each origin as browsers send it, scheme://host[:port] without path or trailing slash, got "${entry}" (did you mean "${url.origin}"?)`,
+      )
+    }
+  }
+  return Object.freeze([...new Set(origins)])
 }
 
 function timeoutsVar(env: Env): Config['timeouts'] {

@@ -30,7 +30,9 @@ export function conditionalGet(
 ): void {
   const etag = reply.getHeader('etag')
   if (reply.statusCode !== 200 || typeof etag !== 'string') return done(null, payload)
-  reply.header('cache-control', READ_CACHE_CONTROL).header('vary', 'Authorization')
+  // Added to, not replaced: with CORS on, the answer also varies by Origin (src/http/cors.ts).
+  const vary = reply.getHeader('vary')
+  reply.header('cache-control', READ_CACHE_CONTROL).header('vary', vary === undefined ? 'Authorization' : `${String(vary)}, Authorization`)
   if (!matchesIfNoneMatch(request.headers['if-none-match'], etag)) return done(null, payload)
   reply.code(304).removeHeader('content-type')
   done(null, null)

@@ -25,10 +25,10 @@ const DOCS_CONTENT_SECURITY_POLICY = [
 
 /*
  * The page's own script (served as a file: the CSP allows no inline script). The document lists
- * the deployments' public origins as servers, but the API sends no CORS headers and the CSP allows
- * only this origin, so "Try it out" must call the server that served the page: its origin goes
- * first. Keys stay in memory (persistAuthorization off): a key left in localStorage outlives the
- * tab and is readable by any script on the origin.
+ * the deployments' public origins as servers, but the CSP allows only this origin (whatever
+ * CORS_ORIGINS another server has), so "Try it out" must call the server that served the page:
+ * its origin goes first. Keys stay in memory (persistAuthorization off): a key left in localStorage
+ * outlives the tab and is readable by any script on the origin.
  */
 const INIT_SCRIPT = `'use strict'
 ;(async function () {
