@@ -14,11 +14,8 @@ import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, 
 
 after(cleanupProcesses)
 
-/**
- * The key the browser app holds, made as an operator would. The one place to change once keys have
- * scopes: a browser app gets a read-only key (`keys create --scope pets:read`).
- */
-const BROWSER_APP_KEY_ARGS = ['keys', 'create', '--name', 'browser app', '--json']
+/** The key the browser app holds, made as an operator would: read-only, as a dashboard's should be. */
+const BROWSER_APP_KEY_ARGS = ['keys', 'create', '--name', 'browser app', '--scope', 'pets:read', '--json']
 
 /** What the page's `fetch` gave: the answer as the page can read it, or the error it threw. */
 type Outcome =
@@ -52,18 +49,24 @@ async function servePage(): Promise<PageServer> {
 }
 
 /** `fetch(url)` from inside `page`, with the key, as the app's own script would call it. */
-function fetchFromPage(page: Page, url: string, key: string): Promise<Outcome> {
+/** `body`: POSTed as JSON (a request that needs a preflight, as every call with a key does). */
+function fetchFromPage(page: Page, url: string, key: string, body?: string): Promise<Outcome> {
   return page.evaluate(
-    async ({ url, key, names }): Promise<Outcome> => {
+    async ({ url, key, body, names }): Promise<Outcome> => {
       try {
-        const response = await fetch(url, { headers: { authorization: `Bearer ${key}` } })
+        const response = await fetch(
+          url,
+          body === undefined
+            ? { headers: { authorization: `Bearer ${key}` } }
+            : { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body },
+        )
         const headers = Object.fromEntries(names.map((name) => [name, response.headers.get(name)]))
         return { ok: true, status: response.status, body: await response.text(), headers }
       } catch (error) {
         return { ok: false, error: String(error) }
       }
     },
-    { url, key, names: READ_HEADERS },
+    { url, key, body, names: READ_HEADERS },
   )
 }
 
@@ -159,6 +162,17 @@ describe('a browser app on another origin', { skip: chromiumSkip, timeout: 90_00
     const refused = answered(await fetchFromPage(listedPage, `${server?.baseUrl}/v1/pets`, 'ps_live_not-a-key'), 'wrong key')
     assert.equal(refused.status, 401)
     assert.equal((JSON.parse(refused.body) as { code: string }).code, 'unauthorized')
+    assert.deepEqual(consoleErrors.get(listed.origin)?.filter((line) => /CORS/.test(line)), [])
+  })
+
+  it('reads the 403 forbidden of a create made with its read-only key', async () => {
+    const refused = answered(await fetchFromPage(listedPage, `${server?.baseUrl}/v1/pets`, key, '{"name":"Never","categoryId":1}'), 'createPet')
+    assert.equal(refused.status, 403, refused.body)
+    assert.deepEqual(JSON.parse(refused.body), {
+      code: 'forbidden',
+      message: 'This API key does not have the pets:write scope this operation needs.',
+      status: 403,
+    })
     assert.deepEqual(consoleErrors.get(listed.origin)?.filter((line) => /CORS/.test(line)), [])
   })
 
