@@ -125,11 +125,21 @@ for (const engine of ENGINES) {
       const database = await createTestDatabase(engine, dir)
       t.after(() => database.drop())
       const key = await createKey({ PATH: process.env.PATH ?? '', ...database.env }, 'tracing')
+      const metricsPort = await freePort()
       const server = await startServer(
-        { ...database.env, LOG_LEVEL: 'info', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' },
+        {
+          ...database.env,
+          LOG_LEVEL: 'info',
+          METRICS_PORT: String(metricsPort),
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+          OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        },
         dir,
       )
       const auth = { authorization: `Bearer ${key}` }
+      const scrape = await fetch(`http://127.0.0.1:${metricsPort}/metrics`)
+      assert.equal(scrape.status, 200)
+      await scrape.arrayBuffer()
 
       const created = await fetch(`${server.baseUrl}/v1/pets`, {
         method: 'POST',
@@ -156,6 +166,9 @@ for (const engine of ENGINES) {
       assert.equal(continued.attributes['http.route'], '/v1/pets')
       assert.equal(continued.attributes['http.response.status_code'], 201)
       assert.equal(continued.resource['service.name'], 'petstore')
+
+      // Scrapes of the metrics listener are not traced.
+      assert.deepEqual(servers.filter((span) => span.attributes['url.path'] === '/metrics'), [])
 
       // Without a traceparent, a trace of its own, named by the route template.
       const own = servers.find((span) => span.attributes['http.route'] === '/v1/pets/:petId' && span.attributes['http.response.status_code'] === 200)
