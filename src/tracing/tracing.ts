@@ -78,8 +78,8 @@ export function startTracing(config: TracingConfig, { metricsPort }: { metricsPo
       new HttpInstrumentation({
         ignoreIncomingRequestHook: (request) => metricsPort !== undefined && request.socket.localPort === metricsPort,
       }),
-      // A span per request under the HTTP one, naming the route template, and one for its handler; none
-      // per hook. Exceptions are not recorded: a validation error's message quotes the body.
+      // A span per request under the HTTP one, which it tells the route template; none per hook nor for
+      // the handler. Exceptions are not recorded: a validation error's message quotes the body.
       new FastifyOtelInstrumentation({ registerOnInitialization: true, instrumentHooks: false, instrumentHandler: false, recordExceptions: false }),
       // Statements without their parameters (a key's hash is one), and only within a traced request:
       // migrations and the periodic flush of getPet counts would each start a trace of their own.
