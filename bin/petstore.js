@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { loadConfig, tracingWanted } from '../dist/config.js'
 import { serveNodeOptions, unsupportedNode } from '../dist/runtime.js'
 
 // Before anything native is loaded: better-sqlite3 13 crashes Node 20 instead of failing to load.
@@ -16,8 +17,26 @@ if (options !== undefined && typeof process.execve === 'function') {
   process.execve(process.execPath, [process.execPath, ...options, ...process.execArgv, ...process.argv.slice(1)], process.env)
 }
 
+// OpenTelemetry's instrumentations must be in place before fastify, pg and node:http are first
+// imported, which the CLI does: so tracing starts here, and only when an endpoint is configured
+// (docs/decisions/0019-tracing.md). Each `--workers` worker runs this script again, and traces too.
+let tracing
+if (args[0] === 'serve' && tracingWanted(process.env)) {
+  let config
+  try {
+    config = loadConfig(process.env, process.cwd())
+  } catch {
+    // The CLI reports the mistake, naming the variable, and exits 1.
+  }
+  if (config?.tracing !== undefined) {
+    const { startTracing } = await import('../dist/tracing/tracing.js')
+    tracing = startTracing(config.tracing, { metricsPort: config.metrics?.port })
+  }
+}
+
 const { main } = await import('../dist/cli.js')
 const outcome = await main(args, {
+  tracing,
   env: process.env,
   cwd: process.cwd(),
   stdout: (text) => process.stdout.write(text),

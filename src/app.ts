@@ -43,6 +43,8 @@ export interface AppDeps {
    * the app's own, flushed when the app closes (the server's case: storage closes after the app).
    */
   deprecationRecorder?: DeprecationRecorder
+  /** With tracing on: the ids of the request's trace, for its log line. Absent: the line has none. */
+  traceIds?: () => { traceId: string; spanId: string } | undefined
 }
 
 /** The one line logged per request. */
@@ -53,6 +55,8 @@ interface RequestLogLine {
   status: number
   durationMs: number
   keyId?: string
+  traceId?: string
+  spanId?: string
 }
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -67,6 +71,7 @@ export async function buildApp({
   // Nothing scrapes a registry made here, so it goes without the process metrics' timers.
   metrics = createMetrics({ processMetrics: false }),
   deprecationRecorder,
+  traceIds,
 }: AppDeps): Promise<FastifyInstance> {
   const { trustProxy } = config
   const app = Fastify({
@@ -127,6 +132,13 @@ export async function buildApp({
     if (route === undefined) line.path = request.url.split('?')[0]
     // Who called: the key's public id, never the key.
     if (request.apiKey !== null) line.keyId = request.apiKey.id
+    if (traceIds !== undefined) {
+      const ids = traceIds()
+      if (ids !== undefined) {
+        line.traceId = ids.traceId
+        line.spanId = ids.spanId
+      }
+    }
     request.log.info(line, 'request')
     done()
   })

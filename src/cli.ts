@@ -15,6 +15,7 @@ import { getPetSchema } from './pets/pets.schemas.js'
 import { closeOnSignals, startServer, stopWithNpm } from './server.js'
 import { openMigratedStorage, openStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
+import type { Tracing } from './tracing/tracing.js'
 
 export interface CliIo {
   env: Readonly<Record<string, string | undefined>>
@@ -23,6 +24,8 @@ export interface CliIo {
   stderr: (text: string) => void
   /** stderr is a terminal: progress is one line redrawn in place rather than lines. */
   interactive?: boolean
+  /** Started by the entry point when an OTLP endpoint is configured: `serve` traces its requests. */
+  tracing?: Tracing
 }
 
 /** What `main` ends with: an exit code, or `serving` when a server now keeps the process alive. */
@@ -629,7 +632,7 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
           return 'serving'
         }
         // Workers skip migrations: their primary applied them before forking.
-        const server = await startServer(config, logger, { migrate: !isWorker() })
+        const server = await startServer(config, logger, { migrate: !isWorker(), tracing: io.tracing })
         closeOnSignals(server, config, logger, { worker: isWorker() })
         return 'serving'
       }

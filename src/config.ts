@@ -2,9 +2,33 @@ import path from 'node:path'
 
 const ENVIRONMENTS = ['production', 'staging'] as const
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
+const TRACES_SAMPLERS = [
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+  'always_on',
+  'always_off',
+  'traceidratio',
+] as const
 
 export type Environment = (typeof ENVIRONMENTS)[number]
 type LogLevel = (typeof LOG_LEVELS)[number]
+type TracesSampler = (typeof TRACES_SAMPLERS)[number]
+
+/** OpenTelemetry tracing (docs/decisions/0019-tracing.md): the `OTEL_…` variables the service reads. */
+export interface TracingConfig {
+  /** Where spans are posted: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT + `/v1/traces`. */
+  readonly url: string
+  readonly protocol: (typeof OTLP_PROTOCOLS)[number]
+  /** Sent with every export, e.g. a collector's token: never logged. */
+  readonly headers: Readonly<Record<string, string>>
+  readonly serviceName: string
+  readonly resourceAttributes: Readonly<Record<string, string>>
+  readonly sampler: TracesSampler
+  /** The ratio of new traces kept by the `traceidratio` samplers, from 0 to 1. */
+  readonly samplerRatio: number
+}
 
 export type DatabaseConfig =
   | { engine: 'sqlite'; path: string }
@@ -59,6 +83,8 @@ export interface Config {
     /** V8 heap in use, in MiB; undefined: 90 % of the heap limit of the process that serves. */
     readonly maxHeapUsedMb: number | undefined
   }
+  /** Undefined unless an OTLP endpoint is set: then nothing of OpenTelemetry is loaded. */
+  readonly tracing: TracingConfig | undefined
 }
 
 /** Thrown by `loadConfig` with the name of the variable at fault. */
@@ -196,6 +222,29 @@ export const CONFIG_VARIABLES = {
     max: 1_048_576,
     unset: 'Default 90 % of the heap limit (`--max-old-space-size`, or what Node derives from the memory available)',
   },
+  OTEL_EXPORTER_OTLP_ENDPOINT: {
+    describe: 'Base URL of an OpenTelemetry collector speaking OTLP/HTTP, e.g. http://localhost:4318: traces are posted to its `/v1/traces`',
+    unset: 'Unset: no tracing, and nothing of OpenTelemetry is loaded',
+  },
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: {
+    describe: 'Full URL traces are posted to, instead of OTEL_EXPORTER_OTLP_ENDPOINT + `/v1/traces`; setting it also turns tracing on',
+    unset: 'Default OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces',
+  },
+  OTEL_EXPORTER_OTLP_PROTOCOL: { describe: 'How spans are encoded', values: OTLP_PROTOCOLS, default: 'http/protobuf' },
+  OTEL_EXPORTER_OTLP_HEADERS: {
+    describe: 'Headers sent with each export, `name=value` pairs separated by commas (e.g. a collector token); percent-encoded values',
+    unset: 'Unset: none',
+  },
+  OTEL_SERVICE_NAME: { describe: 'The `service.name` of the spans', default: 'petstore' },
+  OTEL_RESOURCE_ATTRIBUTES: {
+    describe: 'More resource attributes of the spans, `key=value` pairs separated by commas (e.g. `deployment.environment.name=staging`)',
+    unset: 'Unset: none',
+  },
+  OTEL_TRACES_SAMPLER: { describe: 'Which traces are recorded', values: TRACES_SAMPLERS, default: 'parentbased_always_on' },
+  OTEL_TRACES_SAMPLER_ARG: {
+    describe: 'The ratio of new traces the `traceidratio` samplers keep, from 0 to 1',
+    unset: 'Default 1.0',
+  },
 } as const satisfies Record<string, ConfigVariable>
 
 type Table = typeof CONFIG_VARIABLES
@@ -271,7 +320,77 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
       // Unset is not a number: the server derives it from the heap limit of the process that serves.
       maxHeapUsedMb: maxHeapUsedMb === undefined ? undefined : integer('OVERLOAD_MAX_HEAP_MB', maxHeapUsedMb),
     }),
+    tracing: tracingVar(env),
   })
+}
+
+/**
+ * True when the environment asks for tracing: an OTLP endpoint is set. The entry point asks before it
+ * loads anything, so that OpenTelemetry's hooks are in place before the modules they instrument.
+ */
+export function tracingWanted(env: Env): boolean {
+  return nonEmpty(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') !== undefined || nonEmpty(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') !== undefined
+}
+
+/** Every OTEL_ variable is checked even while tracing is off: a mistake shows before it is turned on. */
+function tracingVar(env: Env): TracingConfig | undefined {
+  const base = urlVar(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')
+  const specific = urlVar(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT')
+  const ratioText = nonEmpty(env, 'OTEL_TRACES_SAMPLER_ARG') ?? '1.0'
+  const samplerRatio = Number(ratioText)
+  if (!/^\d+(\.\d+)?$/.test(ratioText) || samplerRatio > 1) {
+    throw new ConfigError('OTEL_TRACES_SAMPLER_ARG', `must be a number from 0 to 1, got "${ratioText}"`)
+  }
+  const tracing = {
+    // The specification's rule: the base endpoint gets the signal's path appended, the specific one is used as is.
+    url: specific ?? `${(base ?? '').replace(/\/+$/, '')}/v1/traces`,
+    protocol: oneOf(env, 'OTEL_EXPORTER_OTLP_PROTOCOL'),
+    // A header value is a credential: an error names the variable and the pair's position only.
+    headers: Object.freeze(keyValuePairs(env, 'OTEL_EXPORTER_OTLP_HEADERS', /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/)),
+    serviceName: textOrDefault(env, 'OTEL_SERVICE_NAME'),
+    resourceAttributes: Object.freeze(keyValuePairs(env, 'OTEL_RESOURCE_ATTRIBUTES', /^[A-Za-z0-9._-]+$/)),
+    sampler: oneOf(env, 'OTEL_TRACES_SAMPLER'),
+    samplerRatio,
+  }
+  return base === undefined && specific === undefined ? undefined : Object.freeze(tracing)
+}
+
+/** An http(s) URL, which may have a path (a collector behind a proxy), without query or fragment. */
+function urlVar(env: Env, name: VariableName): string | undefined {
+  const text = nonEmpty(env, name)
+  if (text === undefined) return undefined
+  let url: URL | undefined
+  try {
+    url = new URL(text)
+  } catch {
+    url = undefined
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '') {
+    throw new ConfigError(name, `must be an http(s) URL without query or fragment, such as http://localhost:4318, got "${withoutPassword(text)}"`)
+  }
+  return url.href
+}
+
+/** The W3C Baggage-like list the OTEL_ variables use: `key=value,key=value`, values percent-encoded. */
+function keyValuePairs(env: Env, name: VariableName, keyPattern: RegExp): Record<string, string> {
+  const text = nonEmpty(env, name)
+  const pairs: Record<string, string> = {}
+  if (text === undefined) return pairs
+  text.split(',').forEach((pair, i) => {
+    const at = pair.indexOf('=')
+    const key = pair.slice(0, at).trim()
+    let value: string | undefined
+    try {
+      value = at === -1 ? undefined : decodeURIComponent(pair.slice(at + 1).trim())
+    } catch {
+      value = undefined
+    }
+    if (value === undefined || !keyPattern.test(key)) {
+      throw new ConfigError(name, `must be key=value pairs separated by commas, values percent-encoded; pair ${i + 1} is not`)
+    }
+    pairs[key] = value
+  })
+  return pairs
 }
 
 function metricsVar(env: Env, port: number, host: string): Config['metrics'] {

@@ -9,6 +9,7 @@ import { createMetrics } from './http/metrics.js'
 import { type MetricsListener, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage, openStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
+import type { Tracing } from './tracing/tracing.js'
 
 export interface RunningServer {
   app: FastifyInstance
@@ -16,14 +17,18 @@ export interface RunningServer {
   close(): Promise<void>
 }
 
+/** The most a graceful shutdown waits for the last spans to reach the collector. */
+const TRACING_FLUSH_MS = 2_000
+
 /**
  * Opens storage, applies migrations (unless told not to) and listens, with `GET /metrics` on a
- * listener of its own (METRICS_PORT); a cluster worker leaves that to its primary.
+ * listener of its own (METRICS_PORT); a cluster worker leaves that to its primary. With `tracing`,
+ * requests and their database work are traced, and the last spans are flushed on close.
  */
 export async function startServer(
   config: Config,
   logger: Logger,
-  { migrate = true }: { migrate?: boolean } = {},
+  { migrate = true, tracing }: { migrate?: boolean; tracing?: Tracing } = {},
 ): Promise<RunningServer> {
   let storage: Storage
   if (migrate) {
@@ -33,10 +38,11 @@ export async function startServer(
   } else {
     storage = await openStorage(config.database)
   }
+  if (tracing !== undefined) storage = tracing.traceStorage(storage)
   let draining = false
   const metrics = createMetrics()
   // getPet calls are counted by the app's own recorder, which app.close() flushes while the database is still open.
-  const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics })
+  const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, traceIds: tracing?.currentIds })
   let metricsListener: MetricsListener | undefined
   if (isWorker()) reportToPrimary(metrics)
   else if (config.metrics !== undefined) metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger)
@@ -57,6 +63,8 @@ export async function startServer(
       await sleep(config.shutdownDrainMs)
       await app.close()
       await storage.close()
+      // Within the shutdown budget: a collector that is down or slow must not hold the exit.
+      await tracing?.shutdown(Math.min(TRACING_FLUSH_MS, config.shutdownTimeoutMs))
       // Last, so that the figures of the final requests can still be scraped during the drain.
       await metricsListener?.close()
     },

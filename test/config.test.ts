@@ -91,6 +91,15 @@ describe('configuration', () => {
     ['OVERLOAD_MAX_EVENT_LOOP_DELAY_MS', '1.5'],
     ['OVERLOAD_MAX_HEAP_MB', 'half'],
     ['OVERLOAD_MAX_HEAP_MB', '1048577'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'localhost:4318'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'grpc://collector:4317'],
+    ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'http://collector:4318/v1/traces?x=1'],
+    ['OTEL_EXPORTER_OTLP_PROTOCOL', 'grpc'],
+    ['OTEL_EXPORTER_OTLP_HEADERS', 'authorization'],
+    ['OTEL_RESOURCE_ATTRIBUTES', 'a b=c'],
+    ['OTEL_TRACES_SAMPLER', 'sometimes'],
+    ['OTEL_TRACES_SAMPLER_ARG', '1.5'],
+    ['OTEL_TRACES_SAMPLER_ARG', 'half'],
   ]
   for (const [variable, value] of bad) {
     it(`refuses ${variable}=${JSON.stringify(value)} with an error naming ${variable}`, () => {
@@ -100,6 +109,50 @@ describe('configuration', () => {
       )
     })
   }
+
+  it('turns tracing on only with an OTLP endpoint, and reads the OTEL_ variables', () => {
+    assert.equal(loadConfig({}, '/').tracing, undefined)
+    assert.equal(loadConfig({ OTEL_SERVICE_NAME: 'pets', OTEL_TRACES_SAMPLER: 'always_on' }, '/').tracing, undefined)
+    assert.deepEqual(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://localhost:4318' }, '/').tracing, {
+      url: 'http://localhost:4318/v1/traces',
+      protocol: 'http/protobuf',
+      headers: {},
+      serviceName: 'petstore',
+      resourceAttributes: {},
+      sampler: 'parentbased_always_on',
+      samplerRatio: 1,
+    })
+    const tracing = loadConfig(
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otel.example.org/base/',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20abc, x-team=pets',
+        OTEL_SERVICE_NAME: 'pets-eu',
+        OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=staging,service.namespace=shop',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.25',
+      },
+      '/',
+    ).tracing
+    assert.deepEqual(tracing, {
+      url: 'https://otel.example.org/base/v1/traces',
+      protocol: 'http/json',
+      headers: { authorization: 'Bearer abc', 'x-team': 'pets' },
+      serviceName: 'pets-eu',
+      resourceAttributes: { 'deployment.environment.name': 'staging', 'service.namespace': 'shop' },
+      sampler: 'parentbased_traceidratio',
+      samplerRatio: 0.25,
+    })
+    // The traces endpoint is used as given, and alone turns tracing on.
+    assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/custom' }, '/').tracing?.url, 'http://collector:4318/custom')
+  })
+
+  it('does not echo an OTLP header value in its error', () => {
+    assert.throws(
+      () => loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20hunter2,broken' }, '/'),
+      (error: unknown) => error instanceof ConfigError && error.variable === 'OTEL_EXPORTER_OTLP_HEADERS' && !error.message.includes('hunter2'),
+    )
+  })
 
   it('does not echo a password from DATABASE_URL in its error', () => {
     assert.throws(
