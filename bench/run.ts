@@ -69,8 +69,8 @@ bench/results/<timestamp>-<engine>[-quick].json and .svg. Memory over minutes is
               pino, prom-client, @fastify/rate-limit on the same memory) to price those libraries.
               postgres: the service on an embedded PostgreSQL server, against two baselines on its tables:
               node-postgres (the reference) and postgres.js.
-  --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (3-4 minutes in all)
-              instead of ${MODES.sqlite.full.rounds} of ${MODES.sqlite.full.roundS} s (SQLite 6-7) or ${MODES.postgres.full.rounds} of ${MODES.postgres.full.roundS} s (PostgreSQL 6-8)
+  --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (2-4 minutes in all)
+              instead of ${MODES.sqlite.full.rounds} of ${MODES.sqlite.full.roundS} s (SQLite 5-7) or ${MODES.postgres.full.rounds} of ${MODES.postgres.full.roundS} s (PostgreSQL 6-8)
   --no-build  Use dist/ as it is instead of compiling src/ first
   --autocannon  Drive the servers with autocannon even when wrk is installed (wrk is used when it is on PATH)
 Exit code: 0 every target met, 1 a target missed, 2 usage, 3 the benchmark itself failed.`
