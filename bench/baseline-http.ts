@@ -2,7 +2,8 @@
 // bearer check, status codes and body bytes as `petstore serve`. Where the pets live is the store's
 // business (baseline.ts: memory; baseline-postgres.ts: PostgreSQL with node-postgres or postgres.js),
 // so the baselines differ in their storage only. Nothing but Node's own HTTP stack and JSON stands
-// between the socket and the store. Not a product.
+// between the socket and the store. Not a product. The floor (floor.ts) takes its contract parts from
+// here too: statuses, getPet's headers, the bearer check, the body limit.
 import http from 'node:http'
 
 export type PetStatus = 'available' | 'pending' | 'sold'
@@ -25,12 +26,12 @@ export interface BaselineStore {
   create(pet: NewPet): Maybe<{ id: string; body: string }>
 }
 
-const STATUSES: readonly string[] = ['available', 'pending', 'sold']
-const BODY_LIMIT_BYTES = 16 * 1024
-const JSON_TYPE = 'application/json; charset=utf-8'
+export const STATUSES: readonly PetStatus[] = ['available', 'pending', 'sold']
+export const BODY_LIMIT_BYTES = 16 * 1024
+export const JSON_TYPE = 'application/json; charset=utf-8'
 // The headers the API contract puts on getPet (the service's defaults), so both answers weigh the same
 // on the wire. Per-request extras of the service (request id, rate-limit headers) are its own cost.
-const GETPET_HEADERS = {
+export const GETPET_HEADERS = {
   deprecation: `@${Date.parse('2026-11-22T00:00:00Z') / 1000}`,
   sunset: 'Thu, 05 Dec 2030 00:00:00 GMT',
   link: '</v1/pets>; rel="successor-version"',
@@ -47,8 +48,18 @@ function send(response: http.ServerResponse, status: number, body: string, heade
   response.end(body)
 }
 
+/** The service's error body. */
+export const errorBody = (status: number, code: string, message: string) => JSON.stringify({ code, message, status })
+
+/** The word Bearer in any case, then exactly the key: a string compare, no lookup. */
+export function bearerCheck(key: string): (header: string | undefined) => boolean {
+  const expected = `bearer ${key}`
+  return (header) =>
+    header !== undefined && header.length === expected.length && header.slice(7) === expected.slice(7) && header.slice(0, 7).toLowerCase() === 'bearer '
+}
+
 function fail(response: http.ServerResponse, status: number, code: string, message: string): void {
-  send(response, status, JSON.stringify({ code, message, status }))
+  send(response, status, errorBody(status, code, message))
 }
 
 /** Calls `then` at once for a value, or once a promise settles; a failed store answers 500. */
@@ -68,7 +79,7 @@ function listPets(store: BaselineStore, query: string, response: http.ServerResp
     if (seen.has(name)) return fail(response, 400, 'invalid_request', `query parameter "${name}" is repeated`)
     seen.add(name)
     if (name === 'limit' && /^[1-9][0-9]{0,2}$/.test(value) && Number(value) <= 100) limit = Number(value)
-    else if (name === 'status' && STATUSES.includes(value)) status = value as PetStatus
+    else if (name === 'status' && (STATUSES as readonly string[]).includes(value)) status = value as PetStatus
     else return fail(response, 400, 'invalid_request', `query parameter "${name}" is not valid`)
   }
   settle(store.list(limit, status), response, (body) => send(response, 200, body))
@@ -88,7 +99,7 @@ function newPet(body: unknown): NewPet | undefined {
   if (Object.keys(unknown).length > 0) return undefined
   if (typeof name !== 'string' || name.length === 0 || name.length > 200 || name.trim() === '') return undefined
   if (typeof categoryId !== 'number' || !Number.isSafeInteger(categoryId) || categoryId < 1) return undefined
-  if (status !== undefined && (typeof status !== 'string' || !STATUSES.includes(status))) return undefined
+  if (status !== undefined && (typeof status !== 'string' || !(STATUSES as readonly string[]).includes(status))) return undefined
   return status === undefined ? { name, categoryId } : { name, categoryId, status: status as PetStatus }
 }
 
@@ -119,19 +130,8 @@ function createPet(store: BaselineStore, publicBaseUrl: string, request: http.In
 /** Listens on PORT with the key BENCH_KEY; `describe` says what it serves, for its log. */
 export function serveBaseline(store: BaselineStore, describe: string, onClose: () => Promise<void> = async () => {}): void {
   const port = Number(required('PORT'))
-  const expectedAuthorization = `bearer ${required('BENCH_KEY')}`
+  const authorized = bearerCheck(required('BENCH_KEY'))
   const publicBaseUrl = `http://localhost:${port}`
-
-  /** The word Bearer in any case, then exactly the key. */
-  const authorized = (request: http.IncomingMessage): boolean => {
-    const header = request.headers.authorization
-    return (
-      header !== undefined &&
-      header.length === expectedAuthorization.length &&
-      header.slice(7) === expectedAuthorization.slice(7) &&
-      header.slice(0, 7).toLowerCase() === 'bearer '
-    )
-  }
 
   const server = http.createServer((request, response) => {
     const url = request.url ?? '/'
@@ -142,7 +142,7 @@ export function serveBaseline(store: BaselineStore, describe: string, onClose: (
     const collection = path === '/v1/pets'
     const item = !collection && path.startsWith('/v1/pets/')
     if (!collection && !item) return fail(response, 404, 'not_found', 'No such route.')
-    if (!authorized(request)) {
+    if (!authorized(request.headers.authorization)) {
       request.resume()
       return fail(response, 401, 'unauthorized', 'An API key is required.')
     }

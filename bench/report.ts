@@ -28,27 +28,73 @@ const verdict = (pass: boolean | undefined) => (pass === undefined ? '–' : pas
 
 export type EngineName = 'sqlite' | 'postgres'
 
-export interface Round {
-  baseline: LoadResult
-  service: LoadResult
-  /** Service req/s ÷ baseline req/s. */
-  ratio: number
-  /** PostgreSQL runs: the postgres.js baseline, and its req/s ÷ the node-postgres baseline's. */
-  postgresJs?: LoadResult
-  postgresJsRatio?: number
+/**
+ * Servers measured in every round after the service, reported next to the baseline: on PostgreSQL the
+ * postgres.js baseline (for the driver choice), on SQLite the floor (Fastify with the mandated libraries
+ * on the baseline's store: what those libraries cost by themselves). The targets never involve them.
+ */
+export type CompanionId = 'postgresJs' | 'floor'
+
+interface CompanionSpec {
+  /** In progress lines, failure messages and the names of the pets it creates. */
+  name: string
+  /** What it is, on the chart. */
+  legend: string
+  /** Its row in a scenario's table. */
+  row: string
+  /** Its columns in the summary. */
+  column: string
+  /** What its ratio (its req/s ÷ the baseline's of the same round) says, in full and in the summary. */
+  ratio: string
+  ratioColumn: string
+  /** Also reported: service req/s ÷ its req/s of the same round, in full and in the summary. */
+  serviceRatio?: { label: string; column: string }
 }
+
+export const COMPANIONS: Record<CompanionId, CompanionSpec> = {
+  postgresJs: {
+    name: 'postgres.js',
+    legend: 'baseline (bare node:http, postgres.js)',
+    row: 'baseline (postgres.js)',
+    column: 'pjs',
+    ratio: 'postgres.js ÷ node-postgres',
+    ratioColumn: 'pjs ÷ pg',
+  },
+  floor: {
+    name: 'floor',
+    legend: 'floor (Fastify, pino, prom-client, rate-limit; in memory)',
+    row: 'floor',
+    column: 'floor',
+    ratio: 'floor ÷ baseline',
+    ratioColumn: 'floor ÷ base',
+    serviceRatio: { label: 'service ÷ floor', column: 'svc ÷ floor' },
+  },
+}
+
+const COMPANION_IDS = Object.keys(COMPANIONS) as CompanionId[]
+
+type RatioKey = `${CompanionId}Ratio`
+type ServiceRatioKey = `service${Capitalize<CompanionId>}Ratio`
+/** Where a companion's ratios are kept in rounds and medians: `floorRatio`, `serviceFloorRatio`. */
+export const ratioKey = (id: CompanionId): RatioKey => `${id}Ratio`
+export const serviceRatioKey = (id: CompanionId) => `service${id.charAt(0).toUpperCase()}${id.slice(1)}Ratio` as ServiceRatioKey
+
+/** Per server, as in the rounds: a companion only in the runs that measure it. */
+export type PerServer<T> = { baseline: T; service: T } & { [K in CompanionId]?: T }
+
+/** A companion's ratios: its req/s ÷ the baseline's, and where its spec asks, the service's ÷ its. */
+type CompanionRatios = { [K in RatioKey | ServiceRatioKey]?: number }
+
+export type Round = PerServer<LoadResult> &
+  CompanionRatios & {
+    /** Service req/s ÷ baseline req/s. */
+    ratio: number
+  }
 
 interface Side {
   requestsPerSecond: number
   p50Ms: number
   p99Ms: number
-}
-
-/** Per server, as in the rounds: the postgres.js baseline on PostgreSQL runs only. */
-interface PerServer<T> {
-  baseline: T
-  service: T
-  postgresJs?: T
 }
 
 export interface ScenarioReport {
@@ -58,12 +104,12 @@ export interface ScenarioReport {
   targetRatio: number | undefined
   warmup: PerServer<LoadResult>
   rounds: Round[]
-  median: PerServer<Side> & {
-    ratio: number
-    /** Service p99 ÷ baseline p99 of the same round, median over rounds. */
-    p99Ratio: number
-    postgresJsRatio?: number
-  }
+  median: PerServer<Side> &
+    CompanionRatios & {
+      ratio: number
+      /** Service p99 ÷ baseline p99 of the same round, median over rounds. */
+      p99Ratio: number
+    }
   /** VmHWM after the scenario: the peak since the process started. */
   peakRssMb: PerServer<number>
   /** VmRSS after the scenario. */
@@ -71,6 +117,9 @@ export interface ScenarioReport {
   /** `ratio` is undefined where there is no target. */
   pass: { ratio: boolean | undefined; p99: boolean; rss: boolean }
 }
+
+/** The companions measured in this scenario, in the order of COMPANIONS. */
+const companionsOf = (report: ScenarioReport) => COMPANION_IDS.filter((id) => report.median[id] !== undefined)
 
 export function summarise(
   scenario: Scenario,
@@ -88,21 +137,28 @@ export function summarise(
   const ratio = round(median(rounds.map((r) => r.ratio)), 3)
   const p99Ratio = round(median(rounds.map((r) => r.service.latencyMs.p99 / r.baseline.latencyMs.p99)), 2)
   const targetRatio = scenario.targetRatio[engine]
-  const postgresJs = rounds.flatMap((r) => (r.postgresJs === undefined ? [] : [r.postgresJs]))
-  const postgresJsRatios = rounds.flatMap((r) => (r.postgresJsRatio === undefined ? [] : [r.postgresJsRatio]))
+  const medians: ScenarioReport['median'] = {
+    ratio,
+    p99Ratio,
+    baseline: side(rounds.map((r) => r.baseline)),
+    service: side(rounds.map((r) => r.service)),
+  }
+  for (const id of COMPANION_IDS) {
+    const results = rounds.flatMap((r) => r[id] ?? [])
+    if (results.length === 0) continue
+    medians[id] = side(results)
+    for (const key of [ratioKey(id), serviceRatioKey(id)]) {
+      const ratios = rounds.flatMap((r) => r[key] ?? [])
+      if (ratios.length > 0) medians[key] = round(median(ratios), 3)
+    }
+  }
   return {
     id: scenario.id,
     label: scenario.label,
     targetRatio,
     warmup,
     rounds,
-    median: {
-      ratio,
-      p99Ratio,
-      baseline: side(rounds.map((r) => r.baseline)),
-      service: side(rounds.map((r) => r.service)),
-      ...(postgresJs.length === 0 ? {} : { postgresJs: side(postgresJs), postgresJsRatio: round(median(postgresJsRatios), 3) }),
-    },
+    median: medians,
     ...memory,
     pass: {
       ratio: targetRatio === undefined ? undefined : ratio >= targetRatio,
@@ -121,10 +177,17 @@ function table(rows: string[][]): string {
 
 const target = (report: ScenarioReport) => (report.targetRatio === undefined ? 'none' : `≥ ${report.targetRatio.toFixed(2)}`)
 
+/** `label 0.62 (rounds 0.60 0.64)`, or nothing when the rounds have no such ratio. */
+function ratioLine(report: ScenarioReport, label: string, key: RatioKey | ServiceRatioKey): string[] {
+  const value = report.median[key]
+  return value === undefined ? [] : [`  ${label} ${value.toFixed(2)} (rounds ${report.rounds.map((r) => r[key]?.toFixed(2) ?? '?').join(' ')})`]
+}
+
 export function printScenario(report: ScenarioReport): void {
   const { median: m } = report
   const row = (name: string, side: Side | undefined, rss: number | undefined) =>
     side === undefined ? [] : [[name, count(side.requestsPerSecond), String(side.p50Ms), String(side.p99Ms), rss?.toFixed(1) ?? '']]
+  const companions = companionsOf(report)
   console.log(
     [
       '',
@@ -133,23 +196,29 @@ export function printScenario(report: ScenarioReport): void {
         ['', 'req/s', 'p50 ms', 'p99 ms', 'peak RSS MB'],
         ...row(m.postgresJs === undefined ? 'baseline' : 'baseline (node-postgres)', m.baseline, report.peakRssMb.baseline),
         ...row('service', m.service, report.peakRssMb.service),
-        ...row('baseline (postgres.js)', m.postgresJs, report.peakRssMb.postgresJs),
+        ...companions.flatMap((id) => row(COMPANIONS[id].row, m[id], report.peakRssMb[id])),
       ]).replace(/^/gm, '  '),
       `  ratio service/baseline ${m.ratio.toFixed(2)} (rounds ${report.rounds.map((r) => r.ratio.toFixed(2)).join(' ')})   target ${target(report)}   ${verdict(report.pass.ratio)}`,
       `  service p99 ÷ baseline p99 ${m.p99Ratio.toFixed(2)}   target ≤ ${P99_FACTOR}   ${verdict(report.pass.p99)}`,
       `  service peak RSS ${report.peakRssMb.service.toFixed(1)} MB   target ≤ ${RSS_LIMIT_MB} MB   ${verdict(report.pass.rss)}`,
-      ...(m.postgresJsRatio === undefined
-        ? []
-        : [`  postgres.js ÷ node-postgres ${m.postgresJsRatio.toFixed(2)} (rounds ${report.rounds.map((r) => r.postgresJsRatio?.toFixed(2) ?? '?').join(' ')})`]),
+      ...companions.flatMap((id) => {
+        const { ratio, serviceRatio } = COMPANIONS[id]
+        return [...ratioLine(report, ratio, ratioKey(id)), ...(serviceRatio === undefined ? [] : ratioLine(report, serviceRatio.label, serviceRatioKey(id)))]
+      }),
     ].join('\n'),
   )
 }
 
 function printSummary(reports: ScenarioReport[]): void {
-  const withPostgresJs = reports.some((r) => r.median.postgresJs !== undefined)
+  const companions = COMPANION_IDS.filter((id) => reports.some((r) => r.median[id] !== undefined))
+  const notes = companions.map((id) =>
+    id === 'postgresJs'
+      ? 'the baseline is node-postgres, pjs the postgres.js baseline'
+      : "floor: Fastify with pino, prom-client and @fastify/rate-limit on the baseline's store",
+  )
   console.log(
     '\nSummary (medians over rounds; ratio = service req/s ÷ baseline req/s of the same round' +
-      (withPostgresJs ? '; the baseline is node-postgres, pjs the postgres.js baseline' : '') +
+      notes.map((note) => `; ${note}`).join('') +
       ')\n' +
       table([
         [
@@ -164,7 +233,10 @@ function printSummary(reports: ScenarioReport[]): void {
           `≤ ${P99_FACTOR}×`,
           'peak RSS MB',
           `≤ ${RSS_LIMIT_MB}`,
-          ...(withPostgresJs ? ['pjs req/s', 'pjs p99 ms', 'pjs ÷ pg'] : []),
+          ...companions.flatMap((id) => {
+            const { column, ratioColumn, serviceRatio } = COMPANIONS[id]
+            return [`${column} req/s`, `${column} p99 ms`, `${column} RSS MB`, ratioColumn, ...(serviceRatio === undefined ? [] : [serviceRatio.column])]
+          }),
         ],
         ...reports.map((r) => [
           r.label,
@@ -178,9 +250,13 @@ function printSummary(reports: ScenarioReport[]): void {
           verdict(r.pass.p99),
           r.peakRssMb.service.toFixed(1),
           verdict(r.pass.rss),
-          ...(withPostgresJs
-            ? [count(r.median.postgresJs?.requestsPerSecond ?? Number.NaN), String(r.median.postgresJs?.p99Ms ?? ''), r.median.postgresJsRatio?.toFixed(2) ?? '']
-            : []),
+          ...companions.flatMap((id) => [
+            count(r.median[id]?.requestsPerSecond ?? Number.NaN),
+            String(r.median[id]?.p99Ms ?? ''),
+            r.peakRssMb[id]?.toFixed(1) ?? '',
+            r.median[ratioKey(id)]?.toFixed(2) ?? '',
+            ...(COMPANIONS[id].serviceRatio === undefined ? [] : [r.median[serviceRatioKey(id)]?.toFixed(2) ?? '']),
+          ]),
         ]),
       ]),
   )
@@ -226,7 +302,10 @@ export function writeReport(
 ): boolean {
   const { startedAt } = run
   printSummary(reports)
-  const peakRss = { service: Math.max(...reports.map((r) => r.peakRssMb.service)), baseline: Math.max(...reports.map((r) => r.peakRssMb.baseline)) }
+  const peakOf = (server: keyof PerServer<number>) => Math.max(...reports.map((r) => r.peakRssMb[server] ?? Number.NaN))
+  const companions = COMPANION_IDS.filter((id) => reports.some((r) => r.median[id] !== undefined))
+  const peakRss: PerServer<number> = { service: peakOf('service'), baseline: peakOf('baseline') }
+  for (const id of companions) peakRss[id] = peakOf(id)
   const allPass = reports.every((r) => r.pass.ratio !== false && r.pass.p99 && r.pass.rss)
   const files = resultFiles(startedAt, `-${run.engine}${run.mode === 'quick' ? '-quick' : ''}`)
   fs.writeFileSync(
@@ -242,11 +321,27 @@ export function writeReport(
         label: r.label.replace(/^(GET|POST) /, '$1 ').replace('?status=available&limit=100', '?status=…&limit=100'),
         targetRatio: r.targetRatio,
         ratio: r.median.ratio,
-        baseline: { requestsPerSecond: r.median.baseline.requestsPerSecond, p99Ms: r.median.baseline.p99Ms },
-        service: { requestsPerSecond: r.median.service.requestsPerSecond, p99Ms: r.median.service.p99Ms },
+        baseline: r.median.baseline,
+        service: r.median.service,
+        companions: companions.map((id) => r.median[id] ?? { requestsPerSecond: Number.NaN, p99Ms: Number.NaN }),
+        notes: companions.map((id) => {
+          const { ratioColumn, serviceRatio } = COMPANIONS[id]
+          const ratio = (value: number | undefined) => value?.toFixed(2) ?? '?'
+          return `${ratioColumn} ${ratio(r.median[ratioKey(id)])}` + (serviceRatio === undefined ? '' : `, ${serviceRatio.column} ${ratio(r.median[serviceRatioKey(id)])}`)
+        }),
       })),
+      legend: {
+        baseline: run.engine === 'sqlite' ? 'baseline (bare node:http, in memory)' : 'baseline (bare node:http, node-postgres)',
+        service: `service (petstore serve, ${run.engine === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, logging at info)`,
+        companions: companions.map((id) => COMPANIONS[id].legend),
+      },
       p99Factor: P99_FACTOR,
-      rssMb: { ...peakRss, limit: RSS_LIMIT_MB },
+      rssMb: {
+        service: peakRss.service,
+        baseline: peakRss.baseline,
+        companions: companions.map((id) => ({ name: COMPANIONS[id].name, mb: peakRss[id] ?? Number.NaN })),
+        limit: RSS_LIMIT_MB,
+      },
     }),
   )
   console.log(`\n${allPass ? 'ALL TARGETS MET' : 'TARGETS MISSED: see MISS above'}`)

@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import path from 'node:path'
 import { type NodeProcess, ROOT, describeExit, round } from '../scripts/petstore-process.js'
 import type { LoadOptions, LoadResult } from './load.js'
-import type { Round, ScenarioReport } from './report.js'
+import { COMPANIONS, type CompanionId, type Round, type ScenarioReport, ratioKey, serviceRatioKey } from './report.js'
 import { CONNECTIONS, type Scenario, petBody } from './scenarios.js'
 
 /** Load generators running now; they end by themselves, but not before the hard time bound would. */
@@ -63,17 +63,19 @@ interface Server {
   process: NodeProcess
 }
 
-/** The servers of a run: the service, its baseline, and on PostgreSQL the postgres.js variant of it. */
+/**
+ * The servers of a run: the service, its baseline, and the companions measured next to them (on
+ * PostgreSQL the postgres.js baseline, on SQLite the floor).
+ */
 export interface Servers {
   baseline: Server
   service: Server
-  postgresJs?: Server
+  companions: Partial<Record<CompanionId, Server>>
 }
 
 /**
  * One scenario on every server: a warm-up on each (discarded), then `rounds` rounds of baseline,
- * service (and the postgres.js baseline), each a fresh load generator; the ratio of a round compares
- * runs seconds apart.
+ * service and each companion, each a fresh load generator; the ratios of a round compare runs seconds apart.
  */
 export async function measureScenario(
   scenario: Scenario,
@@ -101,10 +103,11 @@ export async function measureScenario(
     await assertClean(result, server.name, scenario, server.url, run.key)
     return result
   }
-  const { baseline, service, postgresJs } = servers
+  const { baseline, service } = servers
+  const companions = Object.entries(servers.companions) as [CompanionId, Server][]
   process.stdout.write(`bench: ${scenario.label}: warm-up ${mode.warmupS} s each`)
   const warmup: ScenarioReport['warmup'] = { baseline: await measure(baseline, mode.warmupS), service: await measure(service, mode.warmupS) }
-  if (postgresJs !== undefined) warmup.postgresJs = await measure(postgresJs, mode.warmupS)
+  for (const [id, server] of companions) warmup[id] = await measure(server, mode.warmupS)
   const rounds: Round[] = []
   for (let index = 0; index < mode.rounds; index++) {
     const baselineResult = await measure(baseline, mode.roundS)
@@ -112,10 +115,19 @@ export async function measureScenario(
     const ratio = round(serviceResult.requestsPerSecond / baselineResult.requestsPerSecond, 3)
     const measured: Round = { baseline: baselineResult, service: serviceResult, ratio }
     process.stdout.write(`, round ${index + 1} ${ratio.toFixed(2)}`)
-    if (postgresJs !== undefined) {
-      measured.postgresJs = await measure(postgresJs, mode.roundS)
-      measured.postgresJsRatio = round(measured.postgresJs.requestsPerSecond / baselineResult.requestsPerSecond, 3)
-      process.stdout.write(` (postgres.js ÷ node-postgres ${measured.postgresJsRatio.toFixed(2)})`)
+    for (const [id, server] of companions) {
+      const result = await measure(server, mode.roundS)
+      const { ratio: ratioLabel, serviceRatio } = COMPANIONS[id]
+      measured[id] = result
+      const companionRatio = round(result.requestsPerSecond / baselineResult.requestsPerSecond, 3)
+      measured[ratioKey(id)] = companionRatio
+      process.stdout.write(` (${ratioLabel} ${companionRatio.toFixed(2)}`)
+      if (serviceRatio !== undefined) {
+        const overCompanion = round(serviceResult.requestsPerSecond / result.requestsPerSecond, 3)
+        measured[serviceRatioKey(id)] = overCompanion
+        process.stdout.write(`, ${serviceRatio.column} ${overCompanion.toFixed(2)}`)
+      }
+      process.stdout.write(')')
     }
     rounds.push(measured)
   }

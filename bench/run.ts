@@ -1,7 +1,9 @@
 // The benchmark: `petstore serve` against a bare node:http baseline serving the same bytes, each
 // driven by its own load-generator process, rounds interleaved because the machine is shared and
-// noisy. On SQLite the baseline keeps the pets in memory; on PostgreSQL (`--engine postgres`) two
-// baselines read and write the service's own tables, one through node-postgres, one through postgres.js.
+// noisy. On SQLite the baseline keeps the pets in memory, and the floor (Fastify with the mandated
+// libraries on the same store) shows how much of the gap those libraries cost by themselves; on
+// PostgreSQL (`--engine postgres`) two baselines read and write the service's own tables, one through
+// node-postgres, one through postgres.js.
 // `npm run bench [-- --quick] [-- --engine postgres]`; see bench/README.md for how to read the output.
 // The parts: setup.ts (build, service, seeding, baselines), scripts/embedded-postgres.ts (the embedded server),
 // identity.ts (the byte-identity check), rounds.ts (the load), report.ts (tables, results JSON and chart).
@@ -13,10 +15,23 @@ import { type NodeProcess, describeExit, guardRun, logTail, procStatusKb, stopPr
 import { assertIdenticalBodies } from './identity.js'
 import type { LoadOptions } from './load.js'
 import { type EmbeddedServer, startEmbeddedPostgres } from '../scripts/embedded-postgres.js'
-import { type EngineName, type ScenarioReport, machine, megabytes, printScenario, revision, seconds, summarise, writeReport } from './report.js'
+import {
+  COMPANIONS,
+  type CompanionId,
+  type EngineName,
+  type PerServer,
+  type ScenarioReport,
+  machine,
+  megabytes,
+  printScenario,
+  revision,
+  seconds,
+  summarise,
+  writeReport,
+} from './report.js'
 import { type Servers, killLoadGenerators, measureScenario } from './rounds.js'
 import { CONNECTIONS, SCENARIOS } from './scenarios.js'
-import { type Engine, SEED_PETS, type Setup, build, compileBaselines, setUp, startBaseline } from './setup.js'
+import { type BaselineKind, type Engine, SEED_PETS, type Setup, build, compileBaselines, setUp, startBaseline } from './setup.js'
 
 const KILL_AFTER_MS = 5_000
 
@@ -31,11 +46,11 @@ interface Mode {
 
 const MODES = {
   sqlite: {
-    // 4 scenarios × (2 × 2 s warm-up + 4 rounds × 2 × 7 s) = 4 minutes of load. The build, seeding and
-    // 40 load-generator start-ups add 1 to 3 minutes, depending on how busy the machine is; the issue
-    // allows 8 in all.
-    full: { name: 'full', rounds: 4, roundS: 7, warmupS: 2, hardLimitS: 470 },
-    quick: { name: 'quick', rounds: 2, roundS: 3, warmupS: 1, hardLimitS: 240 },
+    // Three servers (baseline, service, floor), as on PostgreSQL: 4 scenarios × (3 × 2 s warm-up +
+    // 4 rounds × 3 × 5 s) = 4.4 minutes of load. The build, seeding and 60 load-generator start-ups add
+    // 1 to 3 minutes, depending on how busy the machine is; the issue allows 8 in all.
+    full: { name: 'full', rounds: 4, roundS: 5, warmupS: 2, hardLimitS: 480 },
+    quick: { name: 'quick', rounds: 2, roundS: 3, warmupS: 1, hardLimitS: 300 },
   },
   postgres: {
     // Three servers: 4 scenarios × (3 × 2 s + 4 rounds × 3 × 5 s) = 4.4 minutes of load, plus the
@@ -50,10 +65,11 @@ const USAGE = `Usage: npm run bench [-- --quick] [-- --engine sqlite|postgres] [
 Compares \`petstore serve\` (${SEED_PETS.toLocaleString('en-US')} pets, logging at info) with a bare node:http baseline
 serving the same bytes, ${CONNECTIONS} connections, rounds interleaved; prints a table per scenario and writes
 bench/results/<timestamp>-<engine>[-quick].json and .svg. Memory over minutes is the soak's: npm run soak.
-  --engine    sqlite (default): the service on a SQLite file, the baseline in memory.
+  --engine    sqlite (default): the service on a SQLite file, the baseline in memory, and the floor (Fastify,
+              pino, prom-client, @fastify/rate-limit on the same memory) to price those libraries.
               postgres: the service on an embedded PostgreSQL server, against two baselines on its tables:
               node-postgres (the reference) and postgres.js.
-  --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (SQLite 2-3 minutes in all, PostgreSQL 3-4)
+  --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (2-4 minutes in all)
               instead of ${MODES.sqlite.full.rounds} of ${MODES.sqlite.full.roundS} s (SQLite 5-7) or ${MODES.postgres.full.rounds} of ${MODES.postgres.full.roundS} s (PostgreSQL 6-8)
   --no-build  Use dist/ as it is instead of compiling src/ first
   --autocannon  Drive the servers with autocannon even when wrk is installed (wrk is used when it is on PATH)
@@ -103,6 +119,16 @@ async function refusalCounters(metricsUrl: string): Promise<string> {
   }
 }
 
+/**
+ * Per engine, the baseline every ratio and target is against, and the companions measured in the same
+ * rounds: on PostgreSQL the postgres.js baseline, on SQLite the floor (the PostgreSQL run has none: its
+ * baselines already share the bare front, and three servers fill its time bound).
+ */
+const REFERENCES = {
+  sqlite: { baseline: { kind: 'memory', name: 'baseline' }, companions: { floor: 'floor' } },
+  postgres: { baseline: { kind: 'pg', name: 'node-postgres baseline' }, companions: { postgresJs: 'postgres' } },
+} as const satisfies Record<EngineName, { baseline: { kind: BaselineKind; name: string }; companions: Partial<Record<CompanionId, BaselineKind>> }>
+
 /** Identity checks, then every scenario on every server; true when every target was met. */
 async function benchmark(
   run: { mode: Mode; engine: EngineName; startedAt: Date; header: object },
@@ -112,28 +138,36 @@ async function benchmark(
 ): Promise<boolean> {
   const { mode, engine } = run
   const compiled = await compileBaselines(setup.dir)
-  const onPostgres = engine === 'postgres'
-  const baseline = await startBaseline(setup, onPostgres ? 'pg' : 'memory', compiled, started)
-  const postgresJs = onPostgres ? await startBaseline(setup, 'postgres', compiled, started) : undefined
-  const baselineName = onPostgres ? 'node-postgres baseline' : 'baseline'
-  await assertIdenticalBodies(setup.service.baseUrl, { name: baselineName, url: baseline.url }, setup.key, setup.ids, onPostgres)
-  if (postgresJs !== undefined) {
-    await assertIdenticalBodies(setup.service.baseUrl, { name: 'postgres.js baseline', url: postgresJs.url }, setup.key, setup.ids, true)
+  const references = REFERENCES[engine]
+  const baseline = await startBaseline(setup, references.baseline.kind, compiled, started)
+  const companions: [CompanionId, Awaited<ReturnType<typeof startBaseline>>][] = []
+  for (const [id, kind] of Object.entries(references.companions) as [CompanionId, BaselineKind][]) {
+    companions.push([id, await startBaseline(setup, kind, compiled, started)])
   }
+  await assertIdenticalBodies(
+    setup.service.baseUrl,
+    [{ name: references.baseline.name, url: baseline.url }, ...companions.map(([id, server]) => ({ name: COMPANIONS[id].row, url: server.url }))],
+    setup.key,
+    setup.ids,
+    engine === 'postgres',
+  )
 
   const servers: Servers = {
     baseline: { name: 'baseline', url: baseline.url, process: baseline.process },
     service: { name: 'service', url: setup.service.baseUrl, process: setup.service },
-    ...(postgresJs === undefined ? {} : { postgresJs: { name: 'postgres.js', url: postgresJs.url, process: postgresJs.process } }),
+    companions: Object.fromEntries(companions.map(([id, server]) => [id, { name: COMPANIONS[id].name, url: server.url, process: server.process }])),
   }
   const reports: ScenarioReport[] = []
   for (const scenario of SCENARIOS) {
     const { warmup, rounds } = await measureScenario(scenario, servers, mode, { key: setup.key, idsFile: setup.idsFile, tool: setup.tool, signal })
-    const memory = (field: 'VmHWM' | 'VmRSS') => ({
-      service: megabytes(procStatusKb(setup.service.pid, field)),
-      baseline: megabytes(procStatusKb(baseline.process.pid, field)),
-      ...(postgresJs === undefined ? {} : { postgresJs: megabytes(procStatusKb(postgresJs.process.pid, field)) }),
-    })
+    const memory = (field: 'VmHWM' | 'VmRSS') => {
+      const mb: PerServer<number> = {
+        service: megabytes(procStatusKb(setup.service.pid, field)),
+        baseline: megabytes(procStatusKb(baseline.process.pid, field)),
+      }
+      for (const [id, server] of companions) mb[id] = megabytes(procStatusKb(server.process.pid, field))
+      return mb
+    }
     const report = summarise(scenario, engine, warmup, rounds, { peakRssMb: memory('VmHWM'), rssAfterMb: memory('VmRSS') })
     reports.push(report)
     printScenario(report)
@@ -142,8 +176,7 @@ async function benchmark(
     { engine, mode: mode.name, rounds: mode.rounds, roundS: mode.roundS, seedPets: SEED_PETS, startedAt: run.startedAt, header: run.header },
     reports,
   )
-  const baselines = postgresJs === undefined ? [baseline] : [baseline, postgresJs]
-  await Promise.all(baselines.map((server) => stopProcess(server.process, { killAfterMs: KILL_AFTER_MS })))
+  await Promise.all([baseline, ...companions.map(([, server]) => server)].map((server) => stopProcess(server.process, { killAfterMs: KILL_AFTER_MS })))
   return allPass
 }
 
@@ -199,7 +232,7 @@ async function main(): Promise<number> {
     timeLimitMessage: `still running after ${mode.hardLimitS} s; killing everything and giving up.`,
   })
 
-  const servers = engineName === 'postgres' ? 3 : 2
+  const servers = 2 + Object.keys(REFERENCES[engineName].companions).length
   const loadS = SCENARIOS.length * (servers * mode.warmupS + servers * mode.rounds * mode.roundS)
   console.log(`bench: ${mode.name} run on ${engineName}; about ${Math.ceil(loadS / 60)} min of load plus set-up; bounded at ${mode.hardLimitS} s`)
   let setup: Setup | undefined
@@ -227,7 +260,7 @@ async function main(): Promise<number> {
         roundS: mode.roundS,
         warmupS: mode.warmupS,
         database: engineName,
-        baselines: engineName === 'postgres' ? ['node-postgres (reference)', 'postgres.js'] : ['memory'],
+        baselines: engineName === 'postgres' ? ['node-postgres (reference)', 'postgres.js'] : ['memory (reference)', 'floor (Fastify, pino, prom-client, @fastify/rate-limit; memory)'],
         logLevel: 'info',
       },
       seeding: setup.seeding,

@@ -1,6 +1,6 @@
-// The benchmark's set-up: dist/ compiled, the baselines compiled to plain JavaScript, a key,
+// The benchmark's set-up: dist/ compiled, the baselines and the floor compiled to plain JavaScript, a key,
 // `petstore serve` (on SQLite or PostgreSQL) with 10,000 pets created through its API, the same pets
-// read back for the in-memory baseline, and the baselines started.
+// read back for the in-memory baseline and the floor, and those started.
 import Database from 'better-sqlite3'
 import * as esbuild from 'esbuild'
 import { execFile } from 'node:child_process'
@@ -56,14 +56,23 @@ export async function build(): Promise<void> {
   console.log(`bench: built dist/ in ${seconds(Date.now() - started)}`)
 }
 
+/** What a reference server keeps its pets in and how it serves them, each one compiled file. */
+export type BaselineKind = 'memory' | 'pg' | 'postgres' | 'floor'
+
+/** The source of each kind, in bench/: both PostgreSQL drivers share one, picked by BENCH_DRIVER. */
+const BASELINE_SOURCES = { memory: 'baseline.ts', pg: 'baseline-postgres.ts', postgres: 'baseline-postgres.ts', floor: 'floor.ts' } as const
+
+export type CompiledBaselines = Record<BaselineKind, string>
+
 /**
- * The baselines as plain JavaScript, each one bundled file with its drivers, run by `node` without a
- * loader: a baseline started through tsx would carry the loader's cost and memory.
+ * The baselines and the floor as plain JavaScript, each one bundled file with its drivers and libraries,
+ * run by `node` without a loader: a server started through tsx would carry the loader's cost and memory.
  */
-export async function compileBaselines(dir: string): Promise<{ memory: string; postgres: string }> {
+export async function compileBaselines(dir: string): Promise<CompiledBaselines> {
   const outdir = path.join(dir, 'baselines')
+  const sources = [...new Set(Object.values(BASELINE_SOURCES))]
   await esbuild.build({
-    entryPoints: [path.join(import.meta.dirname, 'baseline.ts'), path.join(import.meta.dirname, 'baseline-postgres.ts')],
+    entryPoints: sources.map((source) => path.join(import.meta.dirname, source)),
     outdir,
     bundle: true,
     platform: 'node',
@@ -75,7 +84,13 @@ export async function compileBaselines(dir: string): Promise<{ memory: string; p
     external: ['pg-native'],
     logLevel: 'warning',
   })
-  return { memory: path.join(outdir, 'baseline.cjs'), postgres: path.join(outdir, 'baseline-postgres.cjs') }
+  const compiled = (source: string) => path.join(outdir, source.replace(/\.ts$/, '.cjs'))
+  return {
+    memory: compiled(BASELINE_SOURCES.memory),
+    pg: compiled(BASELINE_SOURCES.pg),
+    postgres: compiled(BASELINE_SOURCES.postgres),
+    floor: compiled(BASELINE_SOURCES.floor),
+  }
 }
 
 interface Pet {
@@ -195,27 +210,29 @@ export async function setUp(dir: string, engine: Engine, started: Set<NodeProces
   }
 }
 
-/** What a baseline keeps its pets in: memory (the SQLite run), or the service's tables through a driver. */
-export type BaselineKind = 'memory' | 'pg' | 'postgres'
-
-/** A compiled baseline in its own process, with plain `node`; resolves once it answers. */
+/**
+ * A compiled baseline (or the floor) in its own process, with plain `node`; resolves once it answers.
+ * memory and floor: the seeded pets in memory (the SQLite run); pg and postgres: the service's tables
+ * through that driver. The floor writes its request log next to the service's.
+ */
 export async function startBaseline(
   setup: Setup,
   kind: BaselineKind,
-  compiled: { memory: string; postgres: string },
+  compiled: CompiledBaselines,
   started: Set<NodeProcess>,
 ): Promise<{ process: NodeProcess; url: string }> {
   const port = await freePort()
   const env: Record<string, string> = { PATH: process.env.PATH ?? '', PORT: String(port), BENCH_KEY: setup.key }
-  if (kind === 'memory') {
+  if (kind === 'memory' || kind === 'floor') {
     env.BENCH_PETS_FILE = path.join(setup.dir, 'pets.json')
-    fs.writeFileSync(env.BENCH_PETS_FILE, JSON.stringify(setup.pets))
+    if (!fs.existsSync(env.BENCH_PETS_FILE)) fs.writeFileSync(env.BENCH_PETS_FILE, JSON.stringify(setup.pets))
+    if (kind === 'floor') env.BENCH_LOG_FILE = path.join(setup.dir, 'floor-requests.log')
   } else if (setup.engine.name === 'postgres') {
     Object.assign(env, { BENCH_DATABASE_URL: setup.engine.url, BENCH_DRIVER: kind })
   } else {
     throw new Error(`the ${kind} baseline needs the PostgreSQL engine`)
   }
-  const baseline = spawnNode(`baseline (${kind})`, [kind === 'memory' ? compiled.memory : compiled.postgres], {
+  const baseline = spawnNode(kind === 'floor' ? 'floor' : `baseline (${kind})`, [compiled[kind]], {
     cwd: ROOT,
     env,
     logPath: path.join(setup.dir, `baseline-${kind}.log`),

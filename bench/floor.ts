@@ -1,0 +1,130 @@
+// The SQLite run's floor: the baseline's pets in memory (memory-store.ts) served by Fastify with what
+// the project's rules mandate on every request, each library used the simplest way it allows: routes
+// with JSON schemas (Fastify's default ajv), a bearer check in an onRequest hook, one pino info line per
+// request written asynchronously to a file, a prom-client counter and histogram, @fastify/rate-limit per
+// key (a max it never reaches), 201 on create. Nothing of the service's own: no request id header, ETag,
+// idempotency, deprecation recording, load shedding or failed-auth limit. Its req/s is what the service
+// could reach if its own code cost nothing: floor ÷ baseline is the libraries' price, service ÷ floor
+// what is left to win. Same bytes as the service and the baseline for the four scenarios (checked).
+// Compiled to plain JavaScript and run without a loader by bench/setup.ts.
+// Env: PORT, BENCH_KEY, BENCH_PETS_FILE (JSON array of the seeded pets), BENCH_LOG_FILE (the request log).
+import rateLimit from '@fastify/rate-limit'
+import Fastify, { type FastifyError, LogController } from 'fastify'
+import pino from 'pino'
+import { Counter, Histogram, Registry } from 'prom-client'
+import { BODY_LIMIT_BYTES, GETPET_HEADERS, JSON_TYPE, type NewPet, type PetStatus, STATUSES, bearerCheck, errorBody, required } from './baseline-http.js'
+import { loadMemoryStore } from './memory-store.js'
+
+const port = Number(required('PORT'))
+const authorized = bearerCheck(required('BENCH_KEY'))
+const store = loadMemoryStore(required('BENCH_PETS_FILE'))
+const publicBaseUrl = `http://localhost:${port}`
+
+const app = Fastify({
+  loggerInstance: pino({ level: 'info' }, pino.destination({ dest: required('BENCH_LOG_FILE'), sync: false })),
+  // Fastify's own request logging writes two lines per request; the service writes one, below.
+  logController: new LogController({ disableRequestLogging: true }),
+  bodyLimit: BODY_LIMIT_BYTES,
+  // The service's defaults, so idle connections are treated alike.
+  keepAliveTimeout: 5_000,
+  requestTimeout: 10_000,
+})
+
+const registry = new Registry()
+const labelNames = ['method', 'route', 'status'] as const
+const requests = new Counter({ name: 'floor_http_requests_total', help: 'HTTP requests answered.', labelNames, registers: [registry] })
+const duration = new Histogram({ name: 'floor_http_request_duration_seconds', help: 'Time to answer.', labelNames, registers: [registry] })
+
+app.addHook('onRequest', (request, reply, done) => {
+  if (authorized(request.headers.authorization)) return done()
+  void reply.code(401).type(JSON_TYPE).send(errorBody(401, 'unauthorized', 'An API key is required.'))
+})
+app.addHook('onResponse', (request, reply, done) => {
+  request.log.info({ method: request.method, route: request.routeOptions.url ?? null, status: reply.statusCode, durationMs: reply.elapsedTime }, 'request')
+  done()
+})
+app.addHook('onResponse', (request, reply, done) => {
+  const labels = { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: reply.statusCode }
+  requests.inc(labels)
+  duration.observe(labels, reply.elapsedTime / 1000)
+  done()
+})
+// Fastify's default error shape would leak through otherwise; the bodies are the service's codes.
+app.setNotFoundHandler((_request, reply) => reply.code(404).type(JSON_TYPE).send(errorBody(404, 'not_found', 'No such route.')))
+app.setErrorHandler((error: FastifyError, _request, reply) => {
+  const status = error.validation === undefined ? (error.statusCode ?? 500) : 400
+  void reply
+    .code(status)
+    .type(JSON_TYPE)
+    .send(errorBody(status, status === 500 ? 'internal_error' : 'invalid_request', status === 500 ? 'Something went wrong.' : 'The request is not valid.'))
+})
+
+// Fastify's default ajv coerces query strings to numbers (as it must for `limit`) and removes, rather than
+// refuses, unknown members: not the service's contract, but the cost of validating is the same.
+const statusSchema = { type: 'string', enum: STATUSES }
+
+/** The routes, once the rate limit is registered: it adds its hook to each route declared after it. */
+async function serve(): Promise<void> {
+  // A route's hooks run after the instance's: only a request with the key reaches the limiter, which
+  // counts per key.
+  await app.register(rateLimit, { max: 1_000_000_000, timeWindow: 60_000, keyGenerator: (request) => request.headers.authorization ?? '' })
+
+  app.get<{ Querystring: { limit: number; status?: PetStatus } }>(
+    '/v1/pets',
+    {
+      schema: {
+        querystring: {
+          type: 'object',
+          properties: { limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 }, status: statusSchema },
+          additionalProperties: false,
+        },
+      },
+    },
+    (request, reply) => reply.type(JSON_TYPE).send(store.list(request.query.limit, request.query.status)),
+  )
+
+  app.get<{ Params: { petId: string } }>(
+    '/v1/pets/:petId',
+    { schema: { params: { type: 'object', properties: { petId: { type: 'string', pattern: '^[1-9][0-9]{0,18}$' } }, required: ['petId'] } } },
+    (request, reply) => {
+      const body = store.get(request.params.petId)
+      if (body === undefined) return reply.code(404).type(JSON_TYPE).send(errorBody(404, 'not_found', 'No pet has this id.'))
+      return reply.headers(GETPET_HEADERS).type(JSON_TYPE).send(body)
+    },
+  )
+
+  app.post<{ Body: NewPet }>(
+    '/v1/pets',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          properties: {
+            // Not only white space, as the service requires.
+            name: { type: 'string', minLength: 1, maxLength: 200, pattern: '\\S' },
+            categoryId: { type: 'integer', minimum: 1 },
+            status: statusSchema,
+          },
+          required: ['name', 'categoryId'],
+          additionalProperties: false,
+        },
+      },
+    },
+    (request, reply) => {
+      // Key order as the service writes it, whatever the request's.
+      const { name, categoryId, status } = request.body
+      const { id, body } = store.create(status === undefined ? { name, categoryId } : { name, categoryId, status })
+      return reply.code(201).header('location', `${publicBaseUrl}/v1/pets/${id}`).type(JSON_TYPE).send(body)
+    },
+  )
+
+  await app.listen({ port, host: '127.0.0.1' })
+  console.log(`floor listening on http://127.0.0.1:${port}: Fastify, pino, prom-client, @fastify/rate-limit; ${store.size} pets in memory`)
+}
+
+// Bundled as CommonJS (bench/setup.ts), which has no top-level await.
+serve().catch((error: unknown) => {
+  console.error(error)
+  process.exit(1)
+})
+process.on('SIGTERM', () => void app.close().then(() => process.exit(0)))
