@@ -70,6 +70,19 @@ describe('failed authentication limit per client address', () => {
     }
     assert.equal((await list(fx.testApp, fx.key, '198.51.100.3')).statusCode, 200)
   })
+
+  // The guard skips its store read for addresses that never failed in this process; the memory of
+  // those that did is bounded at 10,000, and past it every address is checked again.
+  it('still refuses an address over the limit when 10,000 other addresses failed in the same window', async () => {
+    for (let i = 0; i < 10_000; i++) {
+      const address = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`
+      assert.equal((await list(fx.testApp, wrong, address)).statusCode, 401)
+    }
+    for (let i = 0; i < 3; i++) assert.equal((await list(fx.testApp, wrong, '198.51.100.4')).statusCode, 401)
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.4')).statusCode, 429)
+    assert.equal((await list(fx.testApp, fx.key, '198.51.100.4')).statusCode, 429)
+    assert.equal((await list(fx.testApp, fx.key, '198.51.100.5')).statusCode, 200)
+  })
 })
 
 describe('rate limits on Redis', { skip: REDIS_MISSING }, () => {

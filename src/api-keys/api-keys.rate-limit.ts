@@ -80,6 +80,10 @@ export async function registerRateLimits(
     keyGenerator: (request) => `failed-auth:${request.ip}`,
   })
   const failedAuthMessage = 'Too many failed authentications from this address; wait before trying again.'
+  // With the counters in memory, only this process counts failures, so an address that has not
+  // failed here within a window has nothing to check: the guard skips its store read, one of the two
+  // on every authenticated request. With Redis, other instances count too, and the store is always asked.
+  const failing = redis === undefined ? createFailingAddresses() : undefined
   type Limiter = typeof perKey
   // Only an allow-list (none here) yields `isAllowed`; it is then never over the limit.
   const check = async (limiter: Limiter, request: FastifyRequest, increment: boolean): Promise<Outcome> => {
@@ -89,7 +93,7 @@ export async function registerRateLimits(
 
   return {
     async guardFailedAuth(request) {
-      if (failedAuthPerMinute === 0) return
+      if (failedAuthPerMinute === 0 || failing?.clean(request.ip) === true) return
       const outcome = await check(failedAuth, request, false)
       // After `max` failures the next one counts as over; an address already over is refused.
       if (outcome.isExceeded) {
@@ -99,6 +103,7 @@ export async function registerRateLimits(
     },
     async recordFailedAuth(request) {
       if (failedAuthPerMinute === 0) return undefined
+      failing?.add(request.ip)
       const outcome = await check(failedAuth, request, true)
       if (!outcome.isExceeded) return undefined
       countRateLimited('failed-auth')
@@ -114,6 +119,41 @@ export async function registerRateLimits(
       reply.headers(headers('per-key', perKeyPerMinute, outcome))
     },
     storeStatus: () => (redis === undefined ? 'memory' : redis.status === 'ready' ? 'redis' : 'unavailable'),
+  }
+}
+
+/** Addresses remembered as having failed authentication for longer than any window that counts it. */
+const MAX_FAILING_ADDRESSES = 10_000
+
+/**
+ * The addresses that failed authentication in this process within the last window. `clean` is true
+ * only for an address surely not among them. The memory stays bounded: a failure that finds
+ * MAX_FAILING_ADDRESSES addresses within their window is not remembered, and until its own window
+ * ends no address is clean (the store is asked for every one).
+ */
+function createFailingAddresses(): { add(address: string): void; clean(address: string): boolean } {
+  // In the order their windows end: each failure moves its address to the back.
+  const until = new Map<string, number>()
+  let checkEveryoneUntil = 0
+  return {
+    add(address) {
+      const now = Date.now()
+      until.delete(address)
+      if (until.size >= MAX_FAILING_ADDRESSES) {
+        for (const [known, end] of until) {
+          if (end > now) break
+          until.delete(known)
+        }
+      }
+      if (until.size < MAX_FAILING_ADDRESSES) until.set(address, now + WINDOW_MS)
+      else checkEveryoneUntil = now + WINDOW_MS
+    },
+    clean(address) {
+      const now = Date.now()
+      if (now < checkEveryoneUntil) return false
+      const end = until.get(address)
+      return end === undefined || end <= now
+    },
   }
 }
 
