@@ -54,6 +54,8 @@ interface RequestLogLine {
   path?: string
   status: number
   durationMs: number
+  /** The error code of an error answer (`unavailable` or `overloaded` tells two 503s apart). */
+  code?: string
   keyId?: string
   traceId?: string
   spanId?: string
@@ -101,6 +103,7 @@ export async function buildApp({
   for (const schema of sharedSchemas) app.addSchema(schema)
   app.setValidatorCompiler(createValidatorCompiler(sharedSchemas))
   app.decorateRequest('apiKey', null)
+  app.decorateRequest('errorCode', null)
 
   // The hooks every request runs take a callback rather than return a promise: at thousands of
   // requests a second, a promise and a microtask per hook are a measurable share of the work.
@@ -130,6 +133,7 @@ export async function buildApp({
       durationMs: Math.round(reply.elapsedTime * 100) / 100,
     }
     if (route === undefined) line.path = request.url.split('?')[0]
+    if (request.errorCode !== null) line.code = request.errorCode
     // Who called: the key's public id, never the key.
     if (request.apiKey !== null) line.keyId = request.apiKey.id
     if (traceIds !== undefined) {

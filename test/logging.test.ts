@@ -20,6 +20,26 @@ describe('request logging and request ids', () => {
     assert.equal(line.reqId, response.headers['x-request-id'])
   })
 
+  it('names the error code of an error answer in its line, and none on a success', async () => {
+    const before = fx.testApp.logs.length
+    await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })
+    await fx.testApp.app.inject({ method: 'GET', url: '/v1/pets' })
+    await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets?limit=0' })
+    await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/nowhere' })
+    await fx.testApp.request(fx.key, { method: 'DELETE', url: '/v1/pets' })
+    const lines = fx.testApp.logs.slice(before).filter((line) => line.msg === 'request')
+    assert.deepEqual(
+      lines.map((line) => [line.status, line.code]),
+      [
+        [200, undefined],
+        [401, 'unauthorized'],
+        [400, 'invalid_request'],
+        [404, 'not_found'],
+        [405, 'method_not_allowed'],
+      ],
+    )
+  })
+
   it("names the calling key by its public id, and no key on unauthenticated requests", async () => {
     const [record] = await fx.testApp.storage.apiKeys.list()
     const before = fx.testApp.logs.length

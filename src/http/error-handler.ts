@@ -1,6 +1,6 @@
 import http from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
-import { ApiError } from '../errors.js'
+import { ApiError, type ErrorCode } from '../errors.js'
 import { BODY_LIMIT_BYTES } from './json-body.js'
 
 /** Fastify's own errors, by code, as the catalogue says them. */
@@ -32,6 +32,8 @@ export function toApiError(error: unknown, isUnavailable: (error: unknown) => bo
 }
 
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  // For the request's log line: a 503 says whether the database or the load refused it.
+  reply.request.errorCode = error.code
   return reply
     .code(error.status)
     .headers({ ...error.headers, 'cache-control': 'no-store', 'content-type': 'application/json; charset=utf-8' })
@@ -96,5 +98,9 @@ export function collectRouteMethods(app: FastifyInstance): () => void {
 declare module 'fastify' {
   interface FastifyContextConfig {
     methodNotAllowed?: boolean
+  }
+  interface FastifyRequest {
+    /** The code of the error answered, for the log line; null while none was. */
+    errorCode: ErrorCode | null
   }
 }

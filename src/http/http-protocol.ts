@@ -128,7 +128,7 @@ export function createHttpServer(handler: RequestListener, { timeouts }: HttpSer
     currentRequest.set(request.socket, request)
     const error = new ApiError('expectation_failed', 'The only expectation this service meets is "Expect: 100-continue".')
     const { headers, text } = closingAnswer(error)
-    logger.info({ reqId: headers['X-Request-Id'], method: request.method, route: null, status: error.status }, 'request')
+    logger.info({ reqId: headers['X-Request-Id'], method: request.method, route: null, status: error.status, code: error.code }, 'request')
     response.writeHead(error.status, headers).end(text)
   })
   // Node hands CONNECT to this event and closes the connection unanswered when nothing listens.
@@ -137,7 +137,7 @@ export function createHttpServer(handler: RequestListener, { timeouts }: HttpSer
     // Anything the client sends after its request is read and dropped; the answer closes the connection.
     socket.resume()
     socket.once('end', () => socket.destroy())
-    logger.info({ method: 'CONNECT', route: null, status: 405 }, 'request')
+    logger.info({ method: 'CONNECT', route: null, status: 405, code: 'method_not_allowed' }, 'request')
     // An empty Allow: no method applies to an authority (RFC 9110 §10.2.1). This is not a proxy.
     answerOnSocket(socket, new ApiError('method_not_allowed', 'CONNECT is not supported: this server is not a proxy.', { allow: '' }))
   })
