@@ -359,13 +359,8 @@ function tracingVar(env: Env): TracingConfig | undefined {
 function urlVar(env: Env, name: VariableName): string | undefined {
   const text = nonEmpty(env, name)
   if (text === undefined) return undefined
-  let url: URL | undefined
-  try {
-    url = new URL(text)
-  } catch {
-    url = undefined
-  }
-  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '') {
+  const url = parsedUrl(text)
+  if (url === undefined || !isHttp(url) || url.search !== '' || url.hash !== '') {
     throw new ConfigError(name, `must be an http(s) URL without query or fragment, such as http://localhost:4318, got "${withoutPassword(text)}"`)
   }
   return url.href
@@ -433,13 +428,8 @@ function corsOriginsVar(env: Env): readonly string[] {
     if (entry.includes('*')) {
       throw new ConfigError('CORS_ORIGINS', `must list exact origins; "*" (any origin or subdomain) is not accepted, got "${entry}"`)
     }
-    let url: URL | undefined
-    try {
-      url = new URL(entry)
-    } catch {
-      // Reported below with the others.
-    }
-    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    const url = parsedUrl(entry)
+    if (url === undefined || !isHttp(url)) {
       throw new ConfigError('CORS_ORIGINS', `must list http(s) origins such as https://app.example.com, got "${entry}"`)
     }
     if (url.origin !== entry) {
@@ -493,16 +483,23 @@ function oneOf<N extends OneOfName>(env: Env, name: N): Table[N]['values'][numbe
   return text as Table[N]['values'][number]
 }
 
+/** `text` as an absolute URL, or undefined when it is not one. */
+function parsedUrl(text: string): URL | undefined {
+  try {
+    return new URL(text)
+  } catch {
+    return undefined
+  }
+}
+
+const isHttp = (url: URL): boolean => url.protocol === 'http:' || url.protocol === 'https:'
+
 function originVar(env: Env, name: VariableName): string | undefined {
   const text = nonEmpty(env, name)
   if (text === undefined) return undefined
-  let url: URL
-  try {
-    url = new URL(text)
-  } catch {
-    throw new ConfigError(name, `must be an absolute http(s) URL, got "${text}"`)
-  }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '') {
+  const url = parsedUrl(text)
+  if (url === undefined) throw new ConfigError(name, `must be an absolute http(s) URL, got "${text}"`)
+  if (!isHttp(url) || url.search !== '' || url.hash !== '') {
     throw new ConfigError(name, `must be an http(s) URL without query or fragment, got "${text}"`)
   }
   return url.href.replace(/\/+$/, '')
@@ -528,11 +525,7 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
     return { engine: 'sqlite', path: file }
   }
   if (/^postgres(ql)?:\/\//.test(text)) {
-    try {
-      new URL(text)
-    } catch {
-      throw new ConfigError('DATABASE_URL', `is not a valid URL (got "${withoutPassword(text)}")`)
-    }
+    if (parsedUrl(text) === undefined) throw new ConfigError('DATABASE_URL', `is not a valid URL (got "${withoutPassword(text)}")`)
     return { engine: 'postgres', url: text, poolSize: integerVar(env, 'DATABASE_POOL_SIZE') }
   }
   throw new ConfigError(

@@ -137,9 +137,10 @@ export function createHttpServer(handler: RequestListener, { timeouts }: HttpSer
     // Anything the client sends after its request is read and dropped; the answer closes the connection.
     socket.resume()
     socket.once('end', () => socket.destroy())
-    logger.info({ method: 'CONNECT', route: null, status: 405, code: 'method_not_allowed' }, 'request')
     // An empty Allow: no method applies to an authority (RFC 9110 §10.2.1). This is not a proxy.
-    answerOnSocket(socket, new ApiError('method_not_allowed', 'CONNECT is not supported: this server is not a proxy.', { allow: '' }))
+    const error = new ApiError('method_not_allowed', 'CONNECT is not supported: this server is not a proxy.', { allow: '' })
+    logger.info({ method: 'CONNECT', route: null, status: error.status, code: error.code }, 'request')
+    answerOnSocket(socket, error)
   })
   return server
 }
