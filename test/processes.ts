@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import fs from 'node:fs'
+import path from 'node:path'
+import { pathToFileURL } from 'node:url'
 import {
   BIN,
   type PetstoreProcess,
@@ -75,6 +77,34 @@ export async function startServer(
   })
   trackChild(server.child)
   return server
+}
+
+/**
+ * Records which modules a process loads: pass `nodeArgs` to Node, then `read()` gives one line per
+ * module it resolved, import or require alike, `<url> <url of who asked>`. `reset()` starts over.
+ * For tests of what stays unloaded (tracing off, a database with nothing to migrate).
+ */
+export function recordModules(dir: string): { nodeArgs: string[]; read(): string[]; reset(): void } {
+  const hook = path.join(dir, 'record-modules.mjs')
+  const loaded = path.join(dir, 'loaded-modules.txt')
+  fs.writeFileSync(
+    hook,
+    `import fs from 'node:fs'
+import { registerHooks } from 'node:module'
+registerHooks({
+  resolve(specifier, context, next) {
+    const result = next(specifier, context)
+    fs.appendFileSync(${JSON.stringify(loaded)}, result.url + ' ' + context.parentURL + '\\n')
+    return result
+  },
+})
+`,
+  )
+  return {
+    nodeArgs: ['--import', pathToFileURL(hook).href],
+    read: () => (fs.existsSync(loaded) ? fs.readFileSync(loaded, 'utf8').split('\n') : []),
+    reset: () => fs.rmSync(loaded, { force: true }),
+  }
 }
 
 /** How a command run to its end by `runCommand` or `runCli` ended, and everything it wrote. */

@@ -6,11 +6,10 @@ import http from 'node:http'
 import type net from 'node:net'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { pathToFileURL } from 'node:url'
 import { after, describe, it } from 'node:test'
 import { createKey } from '../scripts/petstore-process.js'
 import { ENGINES, createTestDatabase } from './helper.js'
-import { cleanupProcesses, freePort, startServer, stopServer, trackedTempDir } from './processes.js'
+import { cleanupProcesses, freePort, recordModules, startServer, stopServer, trackedTempDir } from './processes.js'
 
 after(cleanupProcesses)
 
@@ -310,33 +309,18 @@ describe('tracing', () => {
 
   it('loads no OpenTelemetry module when no endpoint is set', { timeout: 60_000 }, async () => {
     const dir = trackedTempDir('petstore-tracing-')
-    // Records the URL of every module the serving process resolves, import or require alike, and who asked.
-    const hook = path.join(dir, 'record-modules.mjs')
-    const loaded = path.join(dir, 'loaded.txt')
-    fs.writeFileSync(
-      hook,
-      `import fs from 'node:fs'
-import { registerHooks } from 'node:module'
-registerHooks({
-  resolve(specifier, context, next) {
-    const result = next(specifier, context)
-    fs.appendFileSync(${JSON.stringify(loaded)}, result.url + ' ' + context.parentURL + '\\n')
-    return result
-  },
-})
-`,
-    )
+    const modules = recordModules(dir)
     const env = { DATABASE_URL: `sqlite://${dir}/petstore.db` }
     const key = await createKey({ PATH: process.env.PATH ?? '', ...env }, 'untraced')
     const run = async (extra: Record<string, string>) => {
-      fs.rmSync(loaded, { force: true })
-      const server = await startServer({ ...env, ...extra }, dir, [], { nodeArgs: ['--import', pathToFileURL(hook).href] })
+      modules.reset()
+      const server = await startServer({ ...env, ...extra }, dir, [], { nodeArgs: modules.nodeArgs })
       for (const url of ['/v1/pets', '/v1/pets/1', '/nowhere']) {
         const response = await fetch(`${server.baseUrl}${url}`, { headers: { authorization: `Bearer ${key}` } })
         await response.arrayBuffer()
       }
       assert.deepEqual(await stopServer(server), { code: 0, signal: null }, server.output())
-      return fs.readFileSync(loaded, 'utf8').split('\n')
+      return modules.read()
     }
     const opentelemetry = /@opentelemetry\/|@fastify\/otel\/|in-the-middle\/|\/dist\/tracing\//
     // prom-client has always required the API package (for exemplars, which the service does not use):

@@ -1,12 +1,10 @@
-import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { createPostgresApiKeysRepository } from '../../api-keys/api-keys.repository.postgres.js'
 import { createPostgresCopyRepository } from '../../copy/copy.repository.postgres.js'
 import { createPostgresDeprecationsRepository } from '../../deprecations/deprecations.repository.postgres.js'
 import { createPostgresIdempotencyRepository } from '../../idempotency/idempotency.repository.postgres.js'
 import { createPostgresPetsRepository } from '../../pets/pets.repository.postgres.js'
-import { runMigrations } from '../migrations/run-migrations.js'
-import { postgresMigrations } from '../migrations/postgres/index.js'
+import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
 import type { Storage } from '../storage.js'
 
 // SQLSTATE classes that mean "the database cannot serve now", not "this request is wrong":
@@ -27,6 +25,18 @@ function isUnavailable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code
   if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || NETWORK_ERRORS.has(code))) return true
   return UNAVAILABLE_MESSAGES.some((message) => error.message.includes(message))
+}
+
+/** The names in Kysely's `schema_migrations`, none before the first migration made it. */
+async function recordedMigrations(pool: pg.Pool): Promise<string[]> {
+  try {
+    const { rows } = await pool.query<{ name: string }>('SELECT name FROM schema_migrations')
+    return rows.map((row) => row.name)
+  } catch (error) {
+    // 42P01 undefined_table: a database never migrated.
+    if ((error as { code?: unknown }).code === '42P01') return []
+    throw error
+  }
 }
 
 /** A pool of `poolSize` connections to the PostgreSQL server of `url`. */
@@ -51,6 +61,12 @@ export function openPostgresStorage(url: string, poolSize: number): Storage {
     deprecations: createPostgresDeprecationsRepository(pool),
     copy: createPostgresCopyRepository(pool),
     async migrate() {
+      if (upToDate(await recordedMigrations(pool), MIGRATION_NAMES.postgres)) return []
+      const [{ Kysely, PostgresDialect }, { runMigrations }, { postgresMigrations }] = await Promise.all([
+        import('kysely'),
+        import('../migrations/run-migrations.js'),
+        import('../migrations/postgres/index.js'),
+      ])
       // Kysely holds a PostgreSQL advisory lock while it migrates, so instances starting at once
       // apply each migration exactly once. It is not destroyed: that would end the shared pool.
       const kysely = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) })

@@ -1,14 +1,12 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import Sqlite from 'better-sqlite3'
-import { Kysely, SqliteDialect } from 'kysely'
 import { createSqliteApiKeysRepository } from '../../api-keys/api-keys.repository.sqlite.js'
 import { createSqliteCopyRepository } from '../../copy/copy.repository.sqlite.js'
 import { createSqliteDeprecationsRepository } from '../../deprecations/deprecations.repository.sqlite.js'
 import { createSqliteIdempotencyRepository } from '../../idempotency/idempotency.repository.sqlite.js'
 import { createSqlitePetsRepository, trackSqlitePetChanges } from '../../pets/pets.repository.sqlite.js'
-import { runMigrations } from '../migrations/run-migrations.js'
-import { sqliteMigrations } from '../migrations/sqlite/index.js'
+import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
 import type { Storage } from '../storage.js'
 
 // Failures of the database file or its host, not of the request: the client may retry later.
@@ -17,6 +15,12 @@ const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|FULL|READONLY|IOERR|CANTOPEN|PROTOCOL|
 function isUnavailable(error: unknown): boolean {
   if (error instanceof Sqlite.SqliteError) return UNAVAILABLE.test(error.code)
   return error instanceof TypeError && error.message === 'The database connection is not open'
+}
+
+/** The names in Kysely's `schema_migrations`, none before the first migration made it. */
+function recordedMigrations(db: Sqlite.Database): string[] {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()
+  return table === undefined ? [] : db.prepare<[], string>('SELECT name FROM schema_migrations').pluck().all()
 }
 
 /** Pages copied per turn of the event loop by `backup` (4 KiB each: 4 MiB). */
@@ -61,6 +65,12 @@ export function openSqliteStorage(file: string): Storage {
     },
     copy: createSqliteCopyRepository(db),
     async migrate() {
+      if (upToDate(recordedMigrations(db), MIGRATION_NAMES.sqlite)) return []
+      const [{ Kysely, SqliteDialect }, { runMigrations }, { sqliteMigrations }] = await Promise.all([
+        import('kysely'),
+        import('../migrations/run-migrations.js'),
+        import('../migrations/sqlite/index.js'),
+      ])
       // Kysely only drives the migrations; it is not destroyed because that would close `db`.
       const kysely = new Kysely<unknown>({ dialect: new SqliteDialect({ database: db }) })
       // Kysely takes no lock on SQLite. Another process may be migrating the same file (several

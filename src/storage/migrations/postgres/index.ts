@@ -1,15 +1,13 @@
 import type { Migration } from 'kysely'
+import type { MIGRATION_NAMES } from '../names.js'
 import * as initial from './0001-initial.js'
 import * as idempotency from './0002-idempotency.js'
 import * as rotationAndDeprecatedCalls from './0003-rotation-and-deprecated-calls.js'
 import * as settledPetPages from './0004-settled-pet-pages.js'
 import * as keyScopes from './0005-key-scopes.js'
 
-/**
- * Append-only, and named as the SQLite migrations are: both engines share one history. A number
- * used by one engine only (0004: PostgreSQL's page reads) is skipped by the other.
- */
-export const postgresMigrations: Record<string, Migration> = {
+/** The module of each name in MIGRATION_NAMES.postgres, loaded only when one is to be applied. */
+export const postgresMigrations: Record<(typeof MIGRATION_NAMES.postgres)[number], Migration> = {
   '0001-initial': initial,
   '0002-idempotency': idempotency,
   '0003-rotation-and-deprecated-calls': rotationAndDeprecatedCalls,
