@@ -1,9 +1,10 @@
-import http from 'node:http'
+import type { ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyBaseLogger } from 'fastify'
 import { AggregatorRegistry } from 'prom-client'
 import type { Config } from './config.js'
 import { ApiError } from './errors.js'
+import { http } from './http/node-http.js'
 import type { Metrics } from './http/metrics.js'
 
 /** The metrics endpoint's own listener. */
@@ -43,7 +44,7 @@ export function reportToPrimary(metrics: Metrics): void {
   new AggregatorRegistry()
 }
 
-function sendJsonError(response: http.ServerResponse, error: ApiError, headers: Record<string, string> = {}): void {
+function sendJsonError(response: ServerResponse, error: ApiError, headers: Record<string, string> = {}): void {
   response
     .writeHead(error.status, {
       ...error.headers,

@@ -81,16 +81,21 @@ export async function startServer(
 
 /**
  * Records which modules a process loads: pass `nodeArgs` to Node, then `read()` gives one line per
- * module it resolved, import or require alike, `<url> <url of who asked>`. `reset()` starts over.
- * For tests of what stays unloaded (tracing off, a database with nothing to migrate).
+ * module it resolved, import or require alike, `<url> <url of who asked>`, and `builtins()` the
+ * internal modules of Node itself it had loaded when it exited (`process.moduleLoadList`).
+ * `reset()` starts over. For tests of what stays unloaded (tracing off, a database with nothing
+ * to migrate, undici).
  */
-export function recordModules(dir: string): { nodeArgs: string[]; read(): string[]; reset(): void } {
+export function recordModules(dir: string): { nodeArgs: string[]; read(): string[]; builtins(): string[]; reset(): void } {
   const hook = path.join(dir, 'record-modules.mjs')
   const loaded = path.join(dir, 'loaded-modules.txt')
+  const builtins = path.join(dir, 'loaded-builtins.txt')
+  const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n') : [])
   fs.writeFileSync(
     hook,
     `import fs from 'node:fs'
 import { registerHooks } from 'node:module'
+process.on('exit', () => fs.writeFileSync(${JSON.stringify(builtins)}, process.moduleLoadList.join('\\n')))
 registerHooks({
   resolve(specifier, context, next) {
     const result = next(specifier, context)
@@ -102,8 +107,12 @@ registerHooks({
   )
   return {
     nodeArgs: ['--import', pathToFileURL(hook).href],
-    read: () => (fs.existsSync(loaded) ? fs.readFileSync(loaded, 'utf8').split('\n') : []),
-    reset: () => fs.rmSync(loaded, { force: true }),
+    read: () => lines(loaded),
+    builtins: () => lines(builtins),
+    reset: () => {
+      fs.rmSync(loaded, { force: true })
+      fs.rmSync(builtins, { force: true })
+    },
   }
 }
 

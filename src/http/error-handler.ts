@@ -1,6 +1,6 @@
-import http from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
 import { ApiError, type ErrorCode } from '../errors.js'
+import { http } from './node-http.js'
 import { BODY_LIMIT_BYTES } from './json-body.js'
 
 /** Fastify's own errors, by code, as the catalogue says them. */

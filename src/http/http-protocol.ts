@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto'
-import http, { type IncomingMessage, type RequestListener, STATUS_CODES } from 'node:http'
+import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger, onRequestHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { sendError } from './error-handler.js'
+import { http } from './node-http.js'
 
 /*
  * HTTP/1.1 as the service speaks it: what Node's HTTP layer would answer on its own (an empty 400 for a
@@ -49,7 +50,7 @@ function closingAnswer(error: ApiError): { headers: Record<string, string>; text
 function answerOnSocket(socket: Duplex, error: ApiError): void {
   const { headers, text } = closingAnswer(error)
   const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`)
-  socket.end(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\n${lines.join('')}\r\n${text}`)
+  socket.end(`HTTP/1.1 ${error.status} ${http.STATUS_CODES[error.status]}\r\n${lines.join('')}\r\n${text}`)
 }
 
 const CLIENT_ERRORS: Record<string, () => ApiError> = {
@@ -102,7 +103,7 @@ function lingerBeforeClosing(socket: Socket): void {
  * The Node server under Fastify: the timeouts that cut slow clients off, and every answer Node would
  * otherwise give by itself (or not give) in the service's error shape.
  */
-export function createHttpServer(handler: RequestListener, { timeouts }: HttpServerOptions, logger: FastifyBaseLogger): http.Server {
+export function createHttpServer(handler: RequestListener, { timeouts }: HttpServerOptions, logger: FastifyBaseLogger): Server {
   const server = http.createServer(
     {
       requestTimeout: timeouts.requestMs,
@@ -124,7 +125,7 @@ export function createHttpServer(handler: RequestListener, { timeouts }: HttpSer
   server.maxHeadersCount = 0
   server.on('connection', lingerBeforeClosing)
   // Expect: 100-continue is met by Node; anything else is 417, which Node would send empty.
-  server.on('checkExpectation', (request: IncomingMessage, response: http.ServerResponse) => {
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
     currentRequest.set(request.socket, request)
     const error = new ApiError('expectation_failed', 'The only expectation this service meets is "Expect: 100-continue".')
     const { headers, text } = closingAnswer(error)
