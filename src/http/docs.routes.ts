@@ -69,25 +69,34 @@ const HTML_HEAD = `<!DOCTYPE html>
 interface Asset {
   /** Path under /docs/assets/, named after its content so that browsers may keep it forever. */
   url: string
-  body: Buffer
+  /** The content: in memory (the init script), or a file sent from disk at each request. */
+  body: Buffer | { file: string }
   contentType: string
 }
 
-function asset(name: string, body: Buffer, contentType: string): Asset {
-  const hash = createHash('sha256').update(body).digest('hex').slice(0, 12)
+function asset(name: string, content: Buffer, body: Asset['body'], contentType: string): Asset {
+  const hash = createHash('sha256').update(content).digest('hex').slice(0, 12)
   const extension = path.extname(name)
   return { url: `${DOCS_PATH}/assets/${path.basename(name, extension)}.${hash}${extension}`, body, contentType }
 }
 
-/** The assets, read once: swagger-ui-dist's files, located through Node's own resolution, and the init script. */
+/**
+ * The assets: swagger-ui-dist's files, located through Node's own resolution, and the init script.
+ * The files are read once to name them, then sent from disk: kept in memory, swagger-ui's 1.7 MB
+ * bundle would cost every process that much for a page few ever open.
+ */
 function loadAssets(): { css: Asset; bundle: Asset; init: Asset; favicon: Asset } {
   const folder = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'))
-  const read = (file: string) => fs.readFileSync(path.join(folder, file))
+  const fromDisk = (name: string, file: string, contentType: string) => {
+    const location = path.join(folder, file)
+    return asset(name, fs.readFileSync(location), { file: location }, contentType)
+  }
+  const init = Buffer.from(INIT_SCRIPT, 'utf8')
   return {
-    css: asset('swagger-ui.css', read('swagger-ui.css'), 'text/css; charset=utf-8'),
-    bundle: asset('swagger-ui-bundle.js', read('swagger-ui-bundle.js'), 'text/javascript; charset=utf-8'),
-    init: asset('docs.js', Buffer.from(INIT_SCRIPT, 'utf8'), 'text/javascript; charset=utf-8'),
-    favicon: asset('favicon.png', read('favicon-32x32.png'), 'image/png'),
+    css: fromDisk('swagger-ui.css', 'swagger-ui.css', 'text/css; charset=utf-8'),
+    bundle: fromDisk('swagger-ui-bundle.js', 'swagger-ui-bundle.js', 'text/javascript; charset=utf-8'),
+    init: asset('docs.js', init, init, 'text/javascript; charset=utf-8'),
+    favicon: fromDisk('favicon.png', 'favicon-32x32.png', 'image/png'),
   }
 }
 
@@ -137,7 +146,7 @@ export function registerDocsRoutes(app: FastifyInstance): void {
           'cache-control': 'public, max-age=31536000, immutable',
           'x-content-type-options': 'nosniff',
         })
-        .send(body),
+        .send(Buffer.isBuffer(body) ? body : fs.createReadStream(body.file)),
     )
   }
 }
