@@ -46,7 +46,7 @@ interface Mode {
 
 const MODES = {
   sqlite: {
-    // Three servers (baseline, service, floor), as on PostgreSQL: 4 scenarios × (3 × 2 s warm-up +
+    // Three servers (baseline, service, floor): 4 scenarios × (3 × 2 s warm-up +
     // 4 rounds × 3 × 5 s) = 4.4 minutes of load. The build, seeding and 60 load-generator start-ups add
     // 1 to 3 minutes, depending on how busy the machine is; the issue allows 8 in all.
     full: { name: 'full', rounds: 4, roundS: 5, warmupS: 2, hardLimitS: 480 },
@@ -55,8 +55,9 @@ const MODES = {
   postgres: {
     // Four servers (node-postgres baseline, service, postgres.js baseline, floor): 4 scenarios × (4 × 2 s
     // + 4 rounds × 4 × 4 s) = 4.8 minutes of load, plus the server's start, seeding through the service
-    // and 80 load-generator start-ups: 6.5-8 minutes. Rounds of 5 s, as with three servers, would take
-    // 5.9 minutes of load alone and pass the issue's 8 in all.
+    // and 80 load-generator start-ups: 331 s in all on a quiet machine (24 November), 6.5-8 minutes on a
+    // busy one. Rounds of 5 s, as with three servers, would take 5.9 minutes of load alone and pass the
+    // issue's 8 in all. Quick: 1.9 minutes of load, 137 s in all on a quiet machine.
     full: { name: 'full', rounds: 4, roundS: 4, warmupS: 2, hardLimitS: 480 },
     quick: { name: 'quick', rounds: 2, roundS: 3, warmupS: 1, hardLimitS: 300 },
   },
@@ -73,7 +74,7 @@ bench/results/<timestamp>-<engine>[-quick].json and .svg. Memory over minutes is
               Both: the floor (Fastify, pino, prom-client, @fastify/rate-limit on the reference baseline's
               store) to price those libraries.
   --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (2-4 minutes in all)
-              instead of ${MODES.sqlite.full.rounds} of ${MODES.sqlite.full.roundS} s (SQLite 5-7) or ${MODES.postgres.full.rounds} of ${MODES.postgres.full.roundS} s (PostgreSQL 6.5-8)
+              instead of ${MODES.sqlite.full.rounds} of ${MODES.sqlite.full.roundS} s (SQLite 5-7) or ${MODES.postgres.full.rounds} of ${MODES.postgres.full.roundS} s (PostgreSQL 5.5-8)
   --no-build  Use dist/ as it is instead of compiling src/ first
   --autocannon  Drive the servers with autocannon even when wrk is installed (wrk is used when it is on PATH)
 Exit code: 0 every target met, 1 a target missed, 2 usage, 3 the benchmark itself failed.`
