@@ -3,7 +3,7 @@
 // business (baseline.ts: memory; baseline-postgres.ts: PostgreSQL with node-postgres or postgres.js),
 // so the baselines differ in their storage only. Nothing but Node's own HTTP stack and JSON stands
 // between the socket and the store. Not a product. The floor (floor.ts) takes its contract parts from
-// here too: statuses, getPet's headers, the bearer check, the body limit.
+// here too: statuses, getPet's headers, the bearer check, the body limit, and the store's interface.
 import http from 'node:http'
 
 export type PetStatus = 'available' | 'pending' | 'sold'
@@ -16,6 +16,11 @@ export interface NewPet {
 
 /** A value now (memory) or later (a database); answered without a promise when there is none. */
 type Maybe<T> = T | Promise<T>
+
+/** `then` applied to a value at once, or to a promise's value once it settles: no promise where there was none. */
+export function andThen<T, R>(value: Maybe<T>, then: (result: T) => R): Maybe<R> {
+  return value instanceof Promise ? value.then(then) : then(value)
+}
 
 /** Where a baseline keeps its pets; every answer is the JSON body, serialised by the store. */
 export interface BaselineStore {

@@ -1,82 +1,10 @@
-// The PostgreSQL run's baselines: the shared bare node:http front (baseline-http.ts) on the service's
-// own tables (made by its migrations), with what a bare implementation would send: a keyset SELECT per
-// page, a SELECT by id, an INSERT … RETURNING id, each a prepared (named) statement, through a pool the
-// size of the service's default (DATABASE_POOL_SIZE 10). BENCH_DRIVER picks the driver: `pg`
-// (node-postgres, what the service uses) or `postgres` (porsager/postgres.js: pipelined, prepared by
-// default). Both return int8 as text, written into the JSON as it came: ids stay exact.
+// The PostgreSQL run's baselines: the shared bare node:http front (baseline-http.ts) on the service's own
+// tables (postgres-store.ts: the SQL and the pool). BENCH_DRIVER picks the driver: `pg` (node-postgres,
+// what the service uses) or `postgres` (postgres.js).
 // Compiled to plain JavaScript and run without a loader by bench/setup.ts.
 // Env: PORT, BENCH_KEY, BENCH_DATABASE_URL, BENCH_DRIVER.
-import pg from 'pg'
-import postgres from 'postgres'
-import { type BaselineStore, type PetStatus, required, serveBaseline } from './baseline-http.js'
-
-const POOL_SIZE = 10
-
-interface PetRow {
-  id: string
-  name: string
-  category_id: string
-  status: PetStatus | null
-}
-
-/** The service's bytes: key order id, name, categoryId, status; no status member when there is none. */
-function petJson(row: PetRow): string {
-  const status = row.status === null ? '' : `,"status":"${row.status}"`
-  return `{"id":${row.id},"name":${JSON.stringify(row.name)},"categoryId":${row.category_id}${status}}`
-}
-
-function pageJson(rows: readonly PetRow[]): string {
-  let body = '['
-  for (let index = 0; index < rows.length; index++) body += (index === 0 ? '' : ',') + petJson(rows[index] as PetRow)
-  return body + ']'
-}
-
-const COLUMNS = 'id, name, category_id, status'
-const LIST = `SELECT ${COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`
-const LIST_BY_STATUS = `SELECT ${COLUMNS} FROM pets WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3`
-const BY_ID = `SELECT ${COLUMNS} FROM pets WHERE id = $1`
-const INSERT = 'INSERT INTO pets (name, category_id, status, created_at) VALUES ($1, $2, $3, $4) RETURNING id'
-
-function nodePostgresStore(url: string): { store: BaselineStore; end: () => Promise<void> } {
-  const pool = new pg.Pool({ connectionString: url, max: POOL_SIZE })
-  return {
-    store: {
-      list: (limit, status) =>
-        (status === undefined
-          ? pool.query<PetRow>({ name: 'list', text: LIST, values: ['0', limit] })
-          : pool.query<PetRow>({ name: 'list-by-status', text: LIST_BY_STATUS, values: [status, '0', limit] })
-        ).then(({ rows }) => pageJson(rows)),
-      get: (id) => pool.query<PetRow>({ name: 'by-id', text: BY_ID, values: [id] }).then(({ rows }) => (rows[0] === undefined ? undefined : petJson(rows[0]))),
-      create: (pet) =>
-        pool.query<{ id: string }>({ name: 'insert', text: INSERT, values: [pet.name, pet.categoryId, pet.status ?? null, Date.now()] }).then(({ rows }) => {
-          const id = rows[0]?.id ?? ''
-          return { id, body: petJson({ id, name: pet.name, category_id: String(pet.categoryId), status: pet.status ?? null }) }
-        }),
-    },
-    end: () => pool.end(),
-  }
-}
-
-function postgresJsStore(url: string): { store: BaselineStore; end: () => Promise<void> } {
-  // int8 comes back as text unless a bigint type is configured: kept so, never a lossy number.
-  const sql = postgres(url, { max: POOL_SIZE, prepare: true, onnotice: () => {} })
-  return {
-    store: {
-      list: (limit, status) =>
-        (status === undefined
-          ? sql.unsafe<PetRow[]>(LIST, ['0', limit], { prepare: true })
-          : sql.unsafe<PetRow[]>(LIST_BY_STATUS, [status, '0', limit], { prepare: true })
-        ).then(pageJson),
-      get: (id) => sql.unsafe<PetRow[]>(BY_ID, [id], { prepare: true }).then((rows) => (rows[0] === undefined ? undefined : petJson(rows[0]))),
-      create: (pet) =>
-        sql.unsafe<{ id: string }[]>(INSERT, [pet.name, pet.categoryId, pet.status ?? null, Date.now()], { prepare: true }).then((rows) => {
-          const id = rows[0]?.id ?? ''
-          return { id, body: petJson({ id, name: pet.name, category_id: String(pet.categoryId), status: pet.status ?? null }) }
-        }),
-    },
-    end: () => sql.end({ timeout: 1 }),
-  }
-}
+import { required, serveBaseline } from './baseline-http.js'
+import { POOL_SIZE, nodePostgresStore, postgresJsStore } from './postgres-store.js'
 
 const driver = required('BENCH_DRIVER')
 const url = required('BENCH_DATABASE_URL')

@@ -1,24 +1,51 @@
-// The SQLite run's floor: the baseline's pets in memory (memory-store.ts) served by Fastify with what
-// the project's rules mandate on every request, each library used the simplest way it allows: routes
-// with JSON schemas (Fastify's default ajv), a bearer check in an onRequest hook, one pino info line per
-// request written asynchronously to a file, a prom-client counter and histogram, @fastify/rate-limit per
-// key (a max it never reaches), 201 on create. Nothing of the service's own: no request id header, ETag,
-// idempotency, deprecation recording, load shedding or failed-auth limit. Its req/s is what the service
-// could reach if its own code cost nothing: floor ÷ baseline is the libraries' price, service ÷ floor
-// what is left to win. Same bytes as the service and the baseline for the four scenarios (checked).
+// The floor: the baseline's store served by Fastify with what the project's rules mandate on every
+// request, each library used the simplest way it allows: routes with JSON schemas (Fastify's default
+// ajv), a bearer check in an onRequest hook, one pino info line per request written asynchronously to a
+// file, a prom-client counter and histogram, @fastify/rate-limit per key (a max it never reaches), 201 on
+// create. Nothing of the service's own: no request id header, ETag, idempotency, deprecation recording,
+// load shedding or failed-auth limit. Its req/s is what the service could reach if its own code cost
+// nothing: floor ÷ baseline is the libraries' price, service ÷ floor what is left to win. Same bytes as
+// the service and the baselines for the four scenarios (checked).
+// The store is the run's baseline's, the same module: on SQLite the seeded pets in memory
+// (memory-store.ts), on PostgreSQL the service's tables through node-postgres with the baseline's
+// prepared statements and pool (postgres-store.ts).
 // Compiled to plain JavaScript and run without a loader by bench/setup.ts.
-// Env: PORT, BENCH_KEY, BENCH_PETS_FILE (JSON array of the seeded pets), BENCH_LOG_FILE (the request log).
+// Env: PORT, BENCH_KEY, BENCH_LOG_FILE (the request log), and BENCH_PETS_FILE (JSON array of the seeded
+// pets) or BENCH_DATABASE_URL.
 import rateLimit from '@fastify/rate-limit'
 import Fastify, { type FastifyError, LogController } from 'fastify'
 import pino from 'pino'
 import { Counter, Histogram, Registry } from 'prom-client'
-import { BODY_LIMIT_BYTES, GETPET_HEADERS, JSON_TYPE, type NewPet, type PetStatus, STATUSES, bearerCheck, errorBody, required } from './baseline-http.js'
+import {
+  BODY_LIMIT_BYTES,
+  type BaselineStore,
+  GETPET_HEADERS,
+  JSON_TYPE,
+  type NewPet,
+  type PetStatus,
+  STATUSES,
+  andThen,
+  bearerCheck,
+  errorBody,
+  required,
+} from './baseline-http.js'
 import { loadMemoryStore } from './memory-store.js'
 
 const port = Number(required('PORT'))
 const authorized = bearerCheck(required('BENCH_KEY'))
-const store = loadMemoryStore(required('BENCH_PETS_FILE'))
 const publicBaseUrl = `http://localhost:${port}`
+
+/** The run's store, what it is (for the log), and how to close it. */
+async function openStore(): Promise<{ store: BaselineStore; describe: string; end: () => Promise<void> }> {
+  const url = process.env.BENCH_DATABASE_URL
+  if (url === undefined || url === '') {
+    const store = loadMemoryStore(required('BENCH_PETS_FILE'))
+    return { store, describe: `${store.size} pets in memory`, end: async () => {} }
+  }
+  // Imported here, so the SQLite floor's memory holds no database driver.
+  const { POOL_SIZE, nodePostgresStore } = await import('./postgres-store.js')
+  return { ...nodePostgresStore(url), describe: `PostgreSQL through node-postgres, a pool of ${POOL_SIZE}` }
+}
 
 const app = Fastify({
   loggerInstance: pino({ level: 'info' }, pino.destination({ dest: required('BENCH_LOG_FILE'), sync: false })),
@@ -63,8 +90,11 @@ app.setErrorHandler((error: FastifyError, _request, reply) => {
 // refuses, unknown members: not the service's contract, but the cost of validating is the same.
 const statusSchema = { type: 'string', enum: STATUSES }
 
-/** The routes, once the rate limit is registered: it adds its hook to each route declared after it. */
-async function serve(): Promise<void> {
+/**
+ * The routes, once the rate limit is registered: it adds its hook to each route declared after it. Each
+ * handler returns the body (a promise of it on PostgreSQL), which Fastify sends; a failed store answers 500.
+ */
+async function serve({ store, describe }: { store: BaselineStore; describe: string }): Promise<void> {
   // A route's hooks run after the instance's: only a request with the key reaches the limiter, which
   // counts per key.
   await app.register(rateLimit, { max: 1_000_000_000, timeWindow: 60_000, keyGenerator: (request) => request.headers.authorization ?? '' })
@@ -80,16 +110,25 @@ async function serve(): Promise<void> {
         },
       },
     },
-    (request, reply) => reply.type(JSON_TYPE).send(store.list(request.query.limit, request.query.status)),
+    (request, reply) => {
+      reply.type(JSON_TYPE)
+      return store.list(request.query.limit, request.query.status)
+    },
   )
 
   app.get<{ Params: { petId: string } }>(
     '/v1/pets/:petId',
     { schema: { params: { type: 'object', properties: { petId: { type: 'string', pattern: '^[1-9][0-9]{0,18}$' } }, required: ['petId'] } } },
     (request, reply) => {
-      const body = store.get(request.params.petId)
-      if (body === undefined) return reply.code(404).type(JSON_TYPE).send(errorBody(404, 'not_found', 'No pet has this id.'))
-      return reply.headers(GETPET_HEADERS).type(JSON_TYPE).send(body)
+      reply.type(JSON_TYPE)
+      return andThen(store.get(request.params.petId), (body) => {
+        if (body === undefined) {
+          reply.code(404)
+          return errorBody(404, 'not_found', 'No pet has this id.')
+        }
+        reply.headers(GETPET_HEADERS)
+        return body
+      })
     },
   )
 
@@ -113,18 +152,22 @@ async function serve(): Promise<void> {
     (request, reply) => {
       // Key order as the service writes it, whatever the request's.
       const { name, categoryId, status } = request.body
-      const { id, body } = store.create(status === undefined ? { name, categoryId } : { name, categoryId, status })
-      return reply.code(201).header('location', `${publicBaseUrl}/v1/pets/${id}`).type(JSON_TYPE).send(body)
+      reply.type(JSON_TYPE)
+      return andThen(store.create(status === undefined ? { name, categoryId } : { name, categoryId, status }), ({ id, body }) => {
+        reply.code(201).header('location', `${publicBaseUrl}/v1/pets/${id}`)
+        return body
+      })
     },
   )
 
   await app.listen({ port, host: '127.0.0.1' })
-  console.log(`floor listening on http://127.0.0.1:${port}: Fastify, pino, prom-client, @fastify/rate-limit; ${store.size} pets in memory`)
+  console.log(`floor listening on http://127.0.0.1:${port}: Fastify, pino, prom-client, @fastify/rate-limit; ${describe}`)
 }
 
 // Bundled as CommonJS (bench/setup.ts), which has no top-level await.
-serve().catch((error: unknown) => {
+const opened = openStore()
+opened.then(serve).catch((error: unknown) => {
   console.error(error)
   process.exit(1)
 })
-process.on('SIGTERM', () => void app.close().then(() => process.exit(0)))
+process.on('SIGTERM', () => void app.close().then(() => opened.then(({ end }) => end())).then(() => process.exit(0)))

@@ -30,8 +30,8 @@ export type EngineName = 'sqlite' | 'postgres'
 
 /**
  * Servers measured in every round after the service, reported next to the baseline: on PostgreSQL the
- * postgres.js baseline (for the driver choice), on SQLite the floor (Fastify with the mandated libraries
- * on the baseline's store: what those libraries cost by themselves). The targets never involve them.
+ * postgres.js baseline (for the driver choice), on both engines the floor (Fastify with the mandated
+ * libraries on the baseline's store: what those libraries cost by themselves). The targets never involve them.
  */
 export type CompanionId = 'postgresJs' | 'floor'
 
@@ -62,7 +62,7 @@ export const COMPANIONS: Record<CompanionId, CompanionSpec> = {
   },
   floor: {
     name: 'floor',
-    legend: 'floor (Fastify, pino, prom-client, rate-limit; in memory)',
+    legend: "floor (Fastify, pino, prom-client, rate-limit; the baseline's store)",
     row: 'floor',
     column: 'floor',
     ratio: 'floor ÷ baseline',

@@ -64,8 +64,8 @@ interface Server {
 }
 
 /**
- * The servers of a run: the service, its baseline, and the companions measured next to them (on
- * PostgreSQL the postgres.js baseline, on SQLite the floor).
+ * The servers of a run: the service, its baseline, and the companions measured next to them (the floor;
+ * on PostgreSQL also the postgres.js baseline).
  */
 export interface Servers {
   baseline: Server

@@ -1,6 +1,6 @@
 // The benchmark's set-up: dist/ compiled, the baselines and the floor compiled to plain JavaScript, a key,
 // `petstore serve` (on SQLite or PostgreSQL) with 10,000 pets created through its API, the same pets
-// read back for the in-memory baseline and the floor, and those started.
+// read back for the in-memory baseline and the SQLite run's floor, and those started.
 import Database from 'better-sqlite3'
 import * as esbuild from 'esbuild'
 import { execFile } from 'node:child_process'
@@ -212,8 +212,9 @@ export async function setUp(dir: string, engine: Engine, started: Set<NodeProces
 
 /**
  * A compiled baseline (or the floor) in its own process, with plain `node`; resolves once it answers.
- * memory and floor: the seeded pets in memory (the SQLite run); pg and postgres: the service's tables
- * through that driver. The floor writes its request log next to the service's.
+ * memory: the seeded pets in memory (the SQLite run); pg and postgres: the service's tables through that
+ * driver; floor: the store of the engine's baseline, memory or node-postgres. The floor writes its
+ * request log next to the service's.
  */
 export async function startBaseline(
   setup: Setup,
@@ -223,12 +224,13 @@ export async function startBaseline(
 ): Promise<{ process: NodeProcess; url: string }> {
   const port = await freePort()
   const env: Record<string, string> = { PATH: process.env.PATH ?? '', PORT: String(port), BENCH_KEY: setup.key }
-  if (kind === 'memory' || kind === 'floor') {
+  if (kind === 'floor') env.BENCH_LOG_FILE = path.join(setup.dir, 'floor-requests.log')
+  if (setup.engine.name === 'postgres' && kind !== 'memory') {
+    env.BENCH_DATABASE_URL = setup.engine.url
+    if (kind !== 'floor') env.BENCH_DRIVER = kind
+  } else if (kind === 'memory' || kind === 'floor') {
     env.BENCH_PETS_FILE = path.join(setup.dir, 'pets.json')
     if (!fs.existsSync(env.BENCH_PETS_FILE)) fs.writeFileSync(env.BENCH_PETS_FILE, JSON.stringify(setup.pets))
-    if (kind === 'floor') env.BENCH_LOG_FILE = path.join(setup.dir, 'floor-requests.log')
-  } else if (setup.engine.name === 'postgres') {
-    Object.assign(env, { BENCH_DATABASE_URL: setup.engine.url, BENCH_DRIVER: kind })
   } else {
     throw new Error(`the ${kind} baseline needs the PostgreSQL engine`)
   }
