@@ -1,11 +1,11 @@
-import type { Sql } from 'postgres'
+import type pg from 'pg'
 import { storedScopes } from './api-keys.scopes.js'
 import { API_KEY_COLUMNS as COLUMNS, type ApiKey, type ApiKeyRow, type ApiKeysRepository, toApiKey } from './api-keys.repository.js'
 
-export function createPostgresApiKeysRepository(sql: Sql): ApiKeysRepository {
+export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepository {
   return {
     async insert(key: ApiKey, secretHash: string): Promise<void> {
-      await sql.unsafe(
+      await pool.query(
         `INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, secret_hash, scopes)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
         [
@@ -20,25 +20,28 @@ export function createPostgresApiKeysRepository(sql: Sql): ApiKeysRepository {
           secretHash,
           storedScopes.write(key.scopes),
         ],
-        { prepare: true },
       )
     },
     async findBySecretHash(secretHash: string): Promise<ApiKey | undefined> {
-      const rows = await sql.unsafe<ApiKeyRow[]>(`SELECT ${COLUMNS} FROM api_keys WHERE secret_hash = $1`, [secretHash], { prepare: true })
+      const { rows } = await pool.query<ApiKeyRow>({
+        name: 'api-keys-by-hash',
+        text: `SELECT ${COLUMNS} FROM api_keys WHERE secret_hash = $1`,
+        values: [secretHash],
+      })
       return rows[0] === undefined ? undefined : toApiKey(rows[0])
     },
     async list(): Promise<ApiKey[]> {
-      const rows = await sql.unsafe<ApiKeyRow[]>(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, id`)
+      const { rows } = await pool.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, id`)
       return rows.map(toApiKey)
     },
     async findById(id: string): Promise<ApiKey | undefined> {
-      const rows = await sql.unsafe<ApiKeyRow[]>(`SELECT ${COLUMNS} FROM api_keys WHERE id = $1`, [id], { prepare: true })
+      const { rows } = await pool.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE id = $1`, [id])
       return rows[0] === undefined ? undefined : toApiKey(rows[0])
     },
     async rotate(id, successor, secretHash, expiresBy, now): Promise<ApiKey | undefined> {
       // One statement, so one transaction: the successor is inserted only if the UPDATE, which locks
       // the old key's row and checks it again, matched; two rotations of one key cannot both succeed.
-      const rows = await sql.unsafe<ApiKeyRow[]>(
+      const { rows } = await pool.query<ApiKeyRow>(
         `WITH old AS (
            UPDATE api_keys SET replaced_by = $1, expires_at = least(coalesce(expires_at, $8::bigint), $8::bigint)
            WHERE id = $9 AND replaced_by IS NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $10)
@@ -49,21 +52,21 @@ export function createPostgresApiKeysRepository(sql: Sql): ApiKeysRepository {
          )
          SELECT * FROM old`,
         [successor.id, successor.name, successor.prefix, successor.environment, successor.createdAt, successor.expiresAt, secretHash, expiresBy, id, now, storedScopes.write(successor.scopes)],
-        { prepare: true },
       )
       return rows[0] === undefined ? undefined : toApiKey(rows[0])
     },
     async revoke(id: string, at: number): Promise<ApiKey | undefined> {
-      const rows = await sql.unsafe<ApiKeyRow[]>(
+      const { rows } = await pool.query<ApiKeyRow>(
         `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2 RETURNING ${COLUMNS}`,
         [at, id],
-        { prepare: true },
       )
       return rows[0] === undefined ? undefined : toApiKey(rows[0])
     },
     async touch(id: string, at: number, staleBefore: number): Promise<void> {
-      await sql.unsafe('UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at <= $3)', [at, id, staleBefore], {
-        prepare: true,
+      await pool.query({
+        name: 'api-keys-touch',
+        text: 'UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at <= $3)',
+        values: [at, id, staleBefore],
       })
     },
   }

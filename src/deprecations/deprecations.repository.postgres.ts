@@ -1,4 +1,4 @@
-import type { Sql } from 'postgres'
+import type pg from 'pg'
 import {
   CALLERS_QUERY,
   type DeprecatedCallerRow,
@@ -7,7 +7,7 @@ import {
   toDeprecatedCaller,
 } from './deprecations.repository.js'
 
-export function createPostgresDeprecationsRepository(sql: Sql): DeprecationsRepository {
+export function createPostgresDeprecationsRepository(pool: pg.Pool): DeprecationsRepository {
   return {
     async add(counts) {
       if (counts.length === 0) return
@@ -15,7 +15,7 @@ export function createPostgresDeprecationsRepository(sql: Sql): DeprecationsRepo
       // that two processes adding the same keys lock their rows in the same order (no deadlock).
       const order = (c: DeprecatedCalls) => `${c.operation}\u0000${c.keyId}`
       const sorted = [...counts].sort((a, b) => (order(a) < order(b) ? -1 : 1))
-      await sql.unsafe(
+      await pool.query(
         `INSERT INTO deprecated_calls (operation, api_key_id, calls, first_seen, last_seen)
          SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
          ON CONFLICT (operation, api_key_id) DO UPDATE SET
@@ -29,11 +29,10 @@ export function createPostgresDeprecationsRepository(sql: Sql): DeprecationsRepo
           sorted.map((c) => c.firstSeen),
           sorted.map((c) => c.lastSeen),
         ],
-        { prepare: true },
       )
     },
     async callers(operation) {
-      const rows = await sql.unsafe<DeprecatedCallerRow[]>(CALLERS_QUERY('$1'), [operation], { prepare: true })
+      const { rows } = await pool.query<DeprecatedCallerRow>(CALLERS_QUERY('$1'), [operation])
       return rows.map(toDeprecatedCaller)
     },
   }

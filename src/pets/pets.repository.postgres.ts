@@ -1,9 +1,7 @@
 import type pg from 'pg'
-import type { Sql } from 'postgres'
 import type { ListPetsQuery, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
 
-// The driver returns int8 as text (no bigint type is configured): it is turned into a BigInt here,
-// never into a lossy number.
+// pg returns int8 as text: it is turned into a BigInt here, never into a lossy number.
 interface PetRow {
   id: string
   name: string
@@ -16,6 +14,8 @@ function toPet(row: PetRow): Pet {
   if (row.status !== null) pet.status = row.status
   return pet
 }
+
+const COLUMNS = 'id, name, category_id, status'
 
 /*
  * PostgreSQL draws identity values before commit, so concurrent creates can commit out of id
@@ -34,38 +34,36 @@ const INSERT_PET =
   'WITH settle AS (INSERT INTO pet_ids_settled SELECT WHERE false) ' +
   'INSERT INTO pets (name, category_id, status, created_at) VALUES ($1, $2, $3, $4) RETURNING id'
 
-/** The values of INSERT_PET, int8 as exact text. */
-const insertPetValues = (pet: NewPet, createdAt: number) => [pet.name, pet.categoryId.toString(), pet.status ?? null, createdAt]
-
-/** The pet INSERT_PET made, from the id it returned. */
-function insertedPet(pet: NewPet, rows: readonly { id: string }[]): Pet {
+/** Inserts a pet through `db` (the pool, or a client inside a transaction). */
+export async function insertPostgresPet(db: pg.Pool | pg.PoolClient, pet: NewPet, createdAt: number): Promise<Pet> {
+  const { rows } = await db.query<{ id: string }>({
+    name: 'pets-insert',
+    text: INSERT_PET,
+    values: [pet.name, pet.categoryId.toString(), pet.status ?? null, createdAt],
+  })
   const id = rows[0]?.id
   if (id === undefined) throw new Error('INSERT … RETURNING id returned no row')
   return { ...pet, id: BigInt(id) }
 }
 
-/** Inserts a pet through a node-postgres client inside a transaction (idempotent creates). */
-export async function insertPostgresPet(db: pg.Pool | pg.PoolClient, pet: NewPet, createdAt: number): Promise<Pet> {
-  const { rows } = await db.query<{ id: string }>({ name: 'pets-insert', text: INSERT_PET, values: insertPetValues(pet, createdAt) })
-  return insertedPet(pet, rows)
-}
-
-const COLUMNS = 'id, name, category_id, status'
-const PAGE = `SELECT ${COLUMNS} FROM pets_page($1, $2, $3)`
-const BY_ID = `SELECT ${COLUMNS} FROM pets WHERE id = $1`
-
-export function createPostgresPetsRepository(sql: Sql): PetsRepository {
-  // Every statement is prepared once per connection (the driver's default) and pipelined.
+export function createPostgresPetsRepository(pool: pg.Pool): PetsRepository {
+  // Named queries are prepared once per connection.
   return {
-    async create(pet: NewPet, createdAt: number): Promise<Pet> {
-      return insertedPet(pet, await sql.unsafe<{ id: string }[]>(INSERT_PET, insertPetValues(pet, createdAt), { prepare: true }))
-    },
+    create: (pet: NewPet, createdAt: number): Promise<Pet> => insertPostgresPet(pool, pet, createdAt),
     async list({ limit, status, afterId }: ListPetsQuery): Promise<Pet[]> {
-      const rows = await sql.unsafe<PetRow[]>(PAGE, [afterId.toString(), limit, status ?? null], { prepare: true })
+      const { rows } = await pool.query<PetRow>({
+        name: 'pets-page',
+        text: `SELECT ${COLUMNS} FROM pets_page($1, $2, $3)`,
+        values: [afterId.toString(), limit, status ?? null],
+      })
       return rows.map(toPet)
     },
     async findById(id: bigint): Promise<Pet | undefined> {
-      const rows = await sql.unsafe<PetRow[]>(BY_ID, [id.toString()], { prepare: true })
+      const { rows } = await pool.query<PetRow>({
+        name: 'pets-by-id',
+        text: `SELECT ${COLUMNS} FROM pets WHERE id = $1`,
+        values: [id.toString()],
+      })
       return rows[0] === undefined ? undefined : toPet(rows[0])
     },
   }

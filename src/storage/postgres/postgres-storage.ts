@@ -1,6 +1,5 @@
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
-import postgres from 'postgres'
 import { createPostgresApiKeysRepository } from '../../api-keys/api-keys.repository.postgres.js'
 import { createPostgresCopyRepository } from '../../copy/copy.repository.postgres.js'
 import { createPostgresDeprecationsRepository } from '../../deprecations/deprecations.repository.postgres.js'
@@ -15,8 +14,6 @@ import type { Storage } from '../storage.js'
 // restart), 25006 read-only transaction (a failover in progress), 40 serialization/deadlock.
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P|25006|40001|40P01)/
 const NETWORK_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'])
-// postgres.js's own codes for a connection that failed, closed or timed out.
-const DRIVER_ERRORS = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT'])
 const UNAVAILABLE_MESSAGES = [
   'Connection terminated',
   'timeout exceeded when trying to connect',
@@ -28,7 +25,7 @@ const UNAVAILABLE_MESSAGES = [
 function isUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false
   const code = (error as { code?: unknown }).code
-  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || NETWORK_ERRORS.has(code) || DRIVER_ERRORS.has(code))) return true
+  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || NETWORK_ERRORS.has(code))) return true
   return UNAVAILABLE_MESSAGES.some((message) => error.message.includes(message))
 }
 
@@ -44,24 +41,14 @@ export function openPostgresStorage(url: string, poolSize: number): Storage {
   // An idle connection whose server goes away reports here; unheard, the error would crash the
   // process. The pool drops that connection and the next query meets the outage (a 503) instead.
   pool.on('error', () => {})
-  // MEASUREMENT (issue 13, ADR 16): the per-request path (pets, API keys, deprecation counts) on
-  // postgres.js; migrations, idempotency and copy stay on the node-postgres pool above.
-  const sql = postgres(url, {
-    max: poolSize,
-    connect_timeout: 5,
-    idle_timeout: 30,
-    onnotice: () => {},
-    // Server-side, as postgres.js has no client-side query timeout.
-    connection: { statement_timeout: 15_000 },
-  })
   let ended = false
 
   return {
     engine: 'postgres',
-    pets: createPostgresPetsRepository(sql),
-    apiKeys: createPostgresApiKeysRepository(sql),
+    pets: createPostgresPetsRepository(pool),
+    apiKeys: createPostgresApiKeysRepository(pool),
     idempotency: createPostgresIdempotencyRepository(pool),
-    deprecations: createPostgresDeprecationsRepository(sql),
+    deprecations: createPostgresDeprecationsRepository(pool),
     copy: createPostgresCopyRepository(pool),
     async migrate() {
       // Kysely holds a PostgreSQL advisory lock while it migrates, so instances starting at once
@@ -71,13 +58,13 @@ export function openPostgresStorage(url: string, poolSize: number): Storage {
     },
     isUnavailable,
     async ping() {
-      await sql`SELECT 1`
+      await pool.query('SELECT 1')
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: poolSize }),
     async close() {
       if (ended) return
       ended = true
-      await Promise.all([pool.end(), sql.end({ timeout: 5 })])
+      await pool.end()
     },
   }
 }
