@@ -1,6 +1,8 @@
+import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { pathToFileURL } from 'node:url'
 import {
   BIN,
@@ -113,6 +115,24 @@ registerHooks({
       fs.rmSync(loaded, { force: true })
       fs.rmSync(builtins, { force: true })
     },
+  }
+}
+
+/**
+ * Sends `request` until it is answered with something other than 200, and returns that answer; fails if
+ * a request sent `withinMs` or more after `since` was still accepted. What the service promises for a key
+ * revoked, or rotated without grace, is about when a request is sent, not when a busy machine answers it.
+ */
+export async function refusedWithin<T extends { status: number }>(
+  request: () => Promise<T>,
+  { since, withinMs, after }: { since: number; withinMs: number; after: string },
+): Promise<T> {
+  for (;;) {
+    const sentAfter = Date.now() - since
+    const answer = await request()
+    if (answer.status !== 200) return answer
+    if (sentAfter >= withinMs) assert.fail(`a request sent ${sentAfter} ms after ${after} was accepted`)
+    await sleep(20)
   }
 }
 
