@@ -182,6 +182,7 @@ export async function buildApp({
     authenticate: createAuthenticate(apiKeys, limits, metrics.countAuthFailure),
     getPetDeprecation,
     publicBaseUrl: config.publicBaseUrl,
+    clock,
   })
   registerOpenApiRoute(app)
   registerDocsRoutes(app)

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
-import { createRepresentationCache, representation } from '../src/http/representation-cache.js'
+import pg from 'pg'
+import { FINAL_RECHECK_MS, type Representation, createRepresentationCache, representation } from '../src/http/representation-cache.js'
 import { SQLITE_LIST_BY_STATUS } from '../src/pets/pets.repository.sqlite.js'
 import type { Storage } from '../src/storage/storage.js'
-import { ENGINES, type TestApp, buildTestApp, postPet } from './helper.js'
+import { ENGINES, ManualClock, type TestApp, buildTestApp, postPet } from './helper.js'
 
 /** Storage whose pet reads are counted, to see which answers came from the cache. */
 function countingReads(storage: Storage, reads: { count: number }): Storage {
@@ -22,14 +23,16 @@ function countingReads(storage: Storage, reads: { count: number }): Storage {
 }
 
 describe('representation cache', () => {
-  it('keeps at most its byte budget, dropping the oldest answers first, and forgets all on a new version', async () => {
+  const built = (answer: Representation, final = false) => ({ answer, final })
+
+  it('with a version: keeps at most its byte budget, dropping the oldest answers first, and forgets all on a new version', async () => {
     let version = 1
     let builds = 0
-    const cache = createRepresentationCache(() => version, 10)
+    const cache = createRepresentationCache({ version: () => version, clock: new ManualClock(), maxBytes: 10 })
     const get = (key: string) =>
       cache.get(key, async () => {
         builds++
-        return representation(key.repeat(4))
+        return built(representation(key.repeat(4)))
       })
     await get('a')
     await get('b')
@@ -49,11 +52,45 @@ describe('representation cache', () => {
     assert.equal(builds, 7)
   })
 
-  it('caches nothing without a version', async () => {
+  it('without a version: keeps only final answers, each read again once FINAL_RECHECK_MS has passed', async () => {
+    const clock = new ManualClock()
+    const cache = createRepresentationCache({ version: undefined, clock, maxBytes: 10 })
     let builds = 0
-    const cache = createRepresentationCache(undefined)
-    for (let i = 0; i < 3; i++) await cache.get('k', async () => representation(String(++builds)))
+    let final = true
+    const get = (key: string) =>
+      cache.get(key, async () => {
+        builds++
+        return built(representation(`${key}${builds}`), final)
+      })
+    const first = await get('k')
+    assert.equal(await get('k'), first)
+    clock.advance(FINAL_RECHECK_MS - 1)
+    assert.equal(await get('k'), first)
+    assert.equal(builds, 1)
+    clock.advance(1)
+    const second = await get('k')
+    assert.equal(builds, 2)
+    assert.notEqual(second.body, first.body)
+    assert.equal(await get('k'), second)
+    // A clock set back is not trusted to say the answer is recent.
+    clock.advance(-1)
+    await get('k')
     assert.equal(builds, 3)
+    // An answer that a write could change is never kept, and replaces what was kept under its key.
+    final = false
+    clock.advance(FINAL_RECHECK_MS)
+    await get('k')
+    await get('k')
+    assert.equal(builds, 5)
+    // The byte budget holds here too: 'a1…' answers of 5 bytes, two fit in 10.
+    final = true
+    await get('aaaa')
+    await get('bbbb')
+    await get('cccc')
+    await get('bbbb')
+    assert.equal(builds, 8)
+    await get('aaaa')
+    assert.equal(builds, 9)
   })
 })
 
@@ -113,6 +150,74 @@ describe('read answers cached exactly on sqlite', () => {
       assert.equal(response.statusCode, 404)
     }
     assert.equal(reads.count, count + 2)
+  })
+})
+
+describe('read answers on postgres: what no API write can change is kept', { skip: !ENGINES.includes('postgres') && 'needs PostgreSQL' }, () => {
+  const reads = { count: 0 }
+  let testApp: TestApp
+  let key: string
+  let ids: number[]
+  before(async () => {
+    testApp = await buildTestApp('postgres', { storage: (storage) => countingReads(storage, reads) })
+    key = await testApp.createKey()
+    ids = []
+    for (const name of ['Rex', 'Tom', 'Kit']) {
+      ids.push((JSON.parse((await postPet(testApp, key, JSON.stringify({ name, categoryId: 1 }))).body) as { id: number }).id)
+    }
+  })
+  after(() => testApp.close())
+
+  const get = async (url: string) => {
+    const response = await testApp.request(key, { method: 'GET', url })
+    assert.equal(response.statusCode, 200)
+    return response
+  }
+  const nextUrl = (response: { headers: Record<string, unknown> }) =>
+    /<([^>]*)>; rel="next"/.exec(String(response.headers.link ?? ''))?.[1]?.slice(testApp.config.publicBaseUrl.length)
+
+  it('answers a found pet and a page that has a next page from memory, and reads the last page each time', async () => {
+    const first = await get('/v1/pets?limit=2')
+    const count = reads.count
+    const again = await get('/v1/pets?limit=2')
+    assert.equal(reads.count, count, 'the full page went to the database again')
+    assert.equal(again.body, first.body)
+    assert.equal(again.headers.etag, first.headers.etag)
+    const last = nextUrl(first)
+    assert.ok(last !== undefined)
+    await get(last)
+    await get(last)
+    assert.equal(reads.count, count + 2, 'the last page was served from memory')
+    await get(`/v1/pets/${ids[0]}`)
+    await get(`/v1/pets/${ids[0]}`)
+    assert.equal(reads.count, count + 3)
+  })
+
+  it('keeps a full page through creates, which the last page shows at once', async () => {
+    const first = await get('/v1/pets?limit=2')
+    const last = nextUrl(first) ?? ''
+    const created = (JSON.parse((await postPet(testApp, key, '{"name":"New","categoryId":2}')).body) as { id: number }).id
+    const count = reads.count
+    const again = await get('/v1/pets?limit=2')
+    assert.equal(reads.count, count)
+    assert.equal(again.headers.etag, first.headers.etag)
+    assert.deepEqual(
+      (JSON.parse((await get(last)).body) as { id: number }[]).map((pet) => pet.id),
+      [ids[2], created],
+    )
+  })
+
+  it('sees a change made outside the API (SQL by hand) once FINAL_RECHECK_MS has passed', async (t) => {
+    const id = ids[0]
+    await get(`/v1/pets/${id}`)
+    const client = new pg.Client({ connectionString: testApp.config.database.engine === 'postgres' ? testApp.config.database.url : '' })
+    await client.connect()
+    t.after(() => client.end())
+    await client.query("UPDATE pets SET name = 'Renamed by hand' WHERE id = $1", [id])
+    assert.doesNotMatch((await get(`/v1/pets/${id}`)).body, /Renamed by hand/, 'kept for up to FINAL_RECHECK_MS')
+    testApp.clock.advance(FINAL_RECHECK_MS)
+    assert.match((await get(`/v1/pets/${id}`)).body, /Renamed by hand/)
+    assert.match((await get('/v1/pets?limit=2')).body, /Renamed by hand/)
   })
 })
 

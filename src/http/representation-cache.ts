@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto'
+import type { Clock } from '../clock.js'
 
 /** A 200 answer as sent: the JSON body, its ETag, and the `Link` header if it has one. */
 export interface Representation {
@@ -16,51 +17,95 @@ export function representation(body: string, link?: string): Representation {
   return link === undefined ? { body, etag } : { body, etag, link }
 }
 
+/** What a read built: its answer, and whether any write through the API could ever change it. */
+export interface Built {
+  answer: Representation
+  /** True when no write the API can make changes this answer: it is kept even where no `version` is known. */
+  final: boolean
+}
+
 export interface RepresentationCache {
-  /** The cached answer for `key`, or `build()`'s, cached while the data it was read from is unchanged. */
-  get(key: string, build: () => Promise<Representation>): Promise<Representation>
+  /** The cached answer for `key`, or the answer `build()` reads, kept as long as it is known to be current. */
+  get(key: string, build: () => Promise<Built>): Promise<Representation>
 }
 
 /**
- * Keeps serialised answers until `version()` says the data under them may have changed; then it
- * forgets them all. Exact, never time-based: a client never sees an answer older than the
- * database. Without a `version` (an engine that cannot tell cheaply), nothing is cached.
+ * How long a final answer is served from memory, on an engine without a `version`, before it is read
+ * again. It bounds how late a change made outside the API (an operator's SQL) reaches a reader: the
+ * same second in which a revoked key reaches every instance (KEY_RECHECK_MS).
  */
-export function createRepresentationCache(
-  version: (() => number) | undefined,
+export const FINAL_RECHECK_MS = 1_000
+
+/**
+ * Serialised answers, bounded by the size of their bodies (a full page is about 100 times a pet), not
+ * by their number, the oldest dropped first.
+ *
+ * - With `version` (an engine that can tell exactly and cheaply when any pet may have changed, in
+ *   any process): every answer is kept until the version moves, then all are forgotten. Exact, never
+ *   time-based: a client never sees an answer older than the database.
+ * - Without it: only final answers are kept, each read again once FINAL_RECHECK_MS has passed. No
+ *   write through the API, from any instance, can make one stale; a change made outside the API is
+ *   seen within that time.
+ */
+export function createRepresentationCache({
+  version,
+  clock,
   maxBytes = 8 * 1024 * 1024,
-): RepresentationCache {
-  if (version === undefined) return { get: (_key, build) => build() }
-  // Bounded by the size of the bodies kept (a full page is about 100 times a pet), not by their number.
-  const entries = new Map<string, Representation>()
+}: {
+  version: (() => number) | undefined
+  clock: Clock
+  maxBytes?: number
+}): RepresentationCache {
+  const entries = new Map<string, { answer: Representation; readAt: number }>()
   let bytes = 0
-  let cachedAt = Number.NaN
+  const forget = (key: string) => {
+    const old = entries.get(key)
+    if (old === undefined) return
+    entries.delete(key)
+    bytes -= old.answer.body.length
+  }
+  const keep = (key: string, answer: Representation, readAt: number) => {
+    forget(key)
+    // Oldest first, until the new body fits; one larger than the whole budget is never kept.
+    for (const oldKey of entries.keys()) {
+      if (bytes + answer.body.length <= maxBytes) break
+      forget(oldKey)
+    }
+    if (bytes + answer.body.length <= maxBytes) {
+      entries.set(key, { answer, readAt })
+      bytes += answer.body.length
+    }
+  }
+
+  if (version !== undefined) {
+    let cachedAt = Number.NaN
+    return {
+      async get(key, build) {
+        const before = version()
+        if (before !== cachedAt) {
+          entries.clear()
+          bytes = 0
+          cachedAt = before
+        }
+        const hit = entries.get(key)
+        if (hit !== undefined) return hit.answer
+        const { answer } = await build()
+        // Kept only if nothing changed while it was read (versions only grow, so then no other
+        // request has emptied the cache meanwhile): it is exactly the data of `before`.
+        if (version() === before) keep(key, answer, 0)
+        return answer
+      },
+    }
+  }
   return {
     async get(key, build) {
-      const before = version()
-      if (before !== cachedAt) {
-        entries.clear()
-        bytes = 0
-        cachedAt = before
-      }
+      const now = clock.now()
       const hit = entries.get(key)
-      if (hit !== undefined) return hit
-      const built = await build()
-      // Kept only if nothing changed while it was read (versions only grow, so then no other
-      // request has emptied the cache meanwhile): it is exactly the data of `before`.
-      if (version() === before) {
-        // Oldest first, until the new body fits.
-        for (const [oldKey, old] of entries) {
-          if (bytes + built.body.length <= maxBytes) break
-          entries.delete(oldKey)
-          bytes -= old.body.length
-        }
-        if (bytes + built.body.length <= maxBytes) {
-          entries.set(key, built)
-          bytes += built.body.length
-        }
-      }
-      return built
+      if (hit !== undefined && now - hit.readAt < FINAL_RECHECK_MS && now >= hit.readAt) return hit.answer
+      const { answer, final } = await build()
+      if (final) keep(key, answer, now)
+      else forget(key)
+      return answer
     },
   }
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { requireScope } from '../api-keys/api-keys.auth.js'
+import type { Clock } from '../clock.js'
 import { conditionalGet } from '../http/conditional.js'
 import { type Representation, createRepresentationCache, representation } from '../http/representation-cache.js'
 import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
@@ -19,6 +20,7 @@ export interface PetsRoutesDeps {
   /** Hooks of the deprecated getPet: headers on every response; the gate counts the call and answers 410 after the sunset. */
   getPetDeprecation: DeprecationHooks
   publicBaseUrl: string
+  clock: Clock
 }
 
 /** The route's compiled 200 serializer: the bytes a cached answer holds are those Fastify would send. */
@@ -32,10 +34,13 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
   // Pet, NewPet and the status filter refer to it by name (see Named): the serializer and the document resolve it here.
   app.addSchema(PetStatusSchema)
-  const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl } = deps
+  const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl, clock } = deps
   const petUrl = (pet: Pet) => `${publicBaseUrl}${PETS_PATH}/${pet.id}`
-  // Reads are answered from serialised bytes, cached exactly (see createRepresentationCache).
-  const answers = createRepresentationCache(pets.version)
+  // Reads are answered from serialised bytes, cached as long as they are known to be current (see
+  // createRepresentationCache). Pets are never changed or deleted through the API, so a pet once
+  // found is final; so is a page that has a next page, since `list` waits for any lower id still being
+  // created (PetsRepository), so no later create can enter it. The last page is not: creates extend it.
+  const answers = createRepresentationCache({ version: pets.version, clock })
   const send = (reply: FastifyReply, answer: Representation) => {
     reply.header('etag', answer.etag).type('application/json; charset=utf-8')
     if (answer.link !== undefined) reply.header('link', answer.link)
@@ -52,7 +57,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
         const query = new URLSearchParams({ limit: String(limit), ...(status === undefined ? {} : { status }), cursor: next })
         link = `<${publicBaseUrl}${PETS_PATH}?${query.toString()}>; rel="next"`
       }
-      return representation(serializer200(reply)(found), link)
+      return { answer: representation(serializer200(reply)(found), link), final: next !== undefined }
     })
     return send(reply, answer)
   })
@@ -93,7 +98,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
       const { petId } = request.params
       const answer = await answers.get(`pet ${petId}`, async () => {
         const serialize = serializer200(reply)
-        return representation(serialize(await pets.get(BigInt(petId))))
+        return { answer: representation(serialize(await pets.get(BigInt(petId)))), final: true }
       })
       return send(reply, answer)
     },
