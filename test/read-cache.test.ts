@@ -173,7 +173,7 @@ describe('read answers on postgres: what no API write can change is kept', { ski
     assert.equal(response.statusCode, 200)
     return response
   }
-  const nextUrl = (response: { headers: Record<string, unknown> }) =>
+  const nextUrl = (response: Awaited<ReturnType<typeof get>>) =>
     /<([^>]*)>; rel="next"/.exec(String(response.headers.link ?? ''))?.[1]?.slice(testApp.config.publicBaseUrl.length)
 
   it('answers a found pet and a page that has a next page from memory, and reads the last page each time', async () => {
