@@ -18,7 +18,7 @@ export function representation(body: string, link?: string): Representation {
 }
 
 /** What a read built: its answer, and whether any write through the API could ever change it. */
-export interface Built {
+interface Built {
   answer: Representation
   /** True when no write the API can make changes this answer: it is kept even where no `version` is known. */
   final: boolean
