@@ -46,9 +46,11 @@ describe('representation cache', () => {
     version++
     await get('a')
     assert.equal(builds, 5)
-    // An answer larger than the whole budget is served, never kept.
+    // An answer larger than the whole budget is served, never kept, and the others stay.
     await get('z'.repeat(5))
     await get('z'.repeat(5))
+    assert.equal(builds, 7)
+    await get('a')
     assert.equal(builds, 7)
   })
 

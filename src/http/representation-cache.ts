@@ -66,15 +66,15 @@ export function createRepresentationCache({
   }
   const keep = (key: string, answer: Representation, readAt: number) => {
     forget(key)
-    // Oldest first, until the new body fits; one larger than the whole budget is never kept.
+    // One larger than the whole budget is never kept, and empties nothing.
+    if (answer.body.length > maxBytes) return
+    // Oldest first, until the new body fits.
     for (const oldKey of entries.keys()) {
       if (bytes + answer.body.length <= maxBytes) break
       forget(oldKey)
     }
-    if (bytes + answer.body.length <= maxBytes) {
-      entries.set(key, { answer, readAt })
-      bytes += answer.body.length
-    }
+    entries.set(key, { answer, readAt })
+    bytes += answer.body.length
   }
 
   if (version !== undefined) {
