@@ -104,8 +104,11 @@ export const PetIdParamsSchema = Type.Object({
   }),
 })
 
-/** None: an unknown parameter is refused, as listPets refuses one, rather than ignored. */
-const GetPetQuerySchema = Type.Object({}, { additionalProperties: false })
+/**
+ * The query of an operation that takes none (getPet, createPet): a parameter is refused, as listPets
+ * refuses one it does not know, rather than ignored. A lone `?` carries no parameter and passes.
+ */
+const NoQuerySchema = Type.Object({}, { additionalProperties: false })
 
 const invalidRequest = (what: string, headers?: Record<string, TSchema>) => errorResponse(`${what} (\`invalid_request\`).`, headers)
 
@@ -150,6 +153,7 @@ export const createPetSchema = {
     'and body gets the first response again.',
   tags: ['pets'],
   security: [{ bearerAuth: ['pets:write'] }],
+  querystring: NoQuerySchema,
   headers: IdempotencyKeyHeadersSchema,
   body: RefTo(NewPetSchema),
   response: {
@@ -162,7 +166,8 @@ export const createPetSchema = {
       },
     }),
     400: invalidRequest(
-      'The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters',
+      'The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; `Idempotency-Key` ' +
+        'is not 1 to 255 visible ASCII characters; or a query parameter was sent: createPet takes none',
     ),
     401: unauthorizedResponse(),
     403: forbiddenResponse('pets:write'),
@@ -192,7 +197,7 @@ export const getPetSchema = {
   tags: ['pets'],
   security: [{ bearerAuth: ['pets:read'] }],
   params: PetIdParamsSchema,
-  querystring: GetPetQuerySchema,
+  querystring: NoQuerySchema,
   headers: ConditionalReadHeadersSchema,
   response: {
     200: RefTo(PetSchema, {
