@@ -77,11 +77,12 @@ export interface components {
              *     - `rate_limited`: Too many requests for this API key (or, for failed authentication, this address); wait `Retry-After` seconds.
              *     - `request_header_fields_too_large`: The request headers are too large.
              *     - `internal_error`: A fault in the service. The message never carries details; they are logged with the request id.
+             *     - `not_implemented`: The request method is not one the service knows, on any path; methods are case-sensitive (`get` is not `GET`).
              *     - `unavailable`: The database is not answering; retry later.
              *     - `overloaded`: The server has more work than it can do quickly right now; retry after `Retry-After` seconds, or on another instance.
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable" | "overloaded";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "not_implemented" | "unavailable" | "overloaded";
             /** @description Human-readable description of what went wrong. */
             message: string;
             /** @description The HTTP status code of the response. */
@@ -325,7 +326,7 @@ export interface operations {
                     "application/json": components["schemas"]["Pet"];
                 };
             };
-            /** @description The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters (`invalid_request`). */
+            /** @description The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; `Idempotency-Key` is not 1 to 255 visible ASCII characters; or a query parameter was sent: createPet takes none (`invalid_request`). */
             400: {
                 headers: {
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
@@ -691,5 +692,5 @@ type ReadonlyArray<T> = [
 ] extends [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
-export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "unavailable", "overloaded"];
+export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "not_implemented", "unavailable", "overloaded"];
 export const petStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PetStatus"]> = ["available", "pending", "sold"];
