@@ -169,7 +169,7 @@ export async function buildApp({
   const limits = await registerRateLimits(app, config.rateLimits, logger, metrics.countRateLimited)
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
   const getPetDeprecation = createDeprecationHooks(
-    { operationId: getPetSchema.operationId, deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: PETS_PATH },
+    { operationId: getPetSchema.operationId, deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: `${config.publicBaseUrl}${PETS_PATH}` },
     {
       clock,
       recorder: deprecationRecorder ?? ownDeprecationRecorder(app, storage, clock),

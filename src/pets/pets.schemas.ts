@@ -185,7 +185,7 @@ export const createPetSchema = {
 const deprecationHeaders = {
   Deprecation: Type.String({ description: 'When the operation was deprecated, as `@<unix seconds>` (RFC 9745).' }),
   Sunset: Type.String({ description: 'When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594).' }),
-  Link: Type.String({ description: 'The replacement: `</v1/pets>; rel="successor-version"`.' }),
+  Link: Type.String({ description: 'The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`.' }),
 }
 
 export const getPetSchema = {

@@ -486,7 +486,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description Strong validator of this response; send it back in `If-None-Match`. */
                     ETag?: string;
@@ -509,7 +509,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description Strong validator of this response; send it back in `If-None-Match`. */
                     ETag?: string;
@@ -530,7 +530,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
@@ -549,7 +549,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
                     "WWW-Authenticate"?: string;
@@ -566,7 +566,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description Bearer challenge (RFC 6750 §3.1): `Bearer realm="petstore", error="insufficient_scope", scope="pets:read"`. */
                     "WWW-Authenticate"?: string;
@@ -587,7 +587,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
@@ -608,7 +608,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
@@ -627,7 +627,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description Seconds to wait before retrying. */
                     "Retry-After"?: number;
@@ -648,7 +648,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
@@ -667,7 +667,7 @@ export interface operations {
                     Deprecation?: string;
                     /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
                     Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description Seconds to wait before retrying. */
                     "Retry-After"?: number;
