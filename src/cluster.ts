@@ -46,8 +46,24 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   }
 
   cluster.on('listening', (worker) => listening.add(worker))
+  // The workers share one listening socket, which the primary closes once the last worker stops
+  // listening, resetting the connections it has accepted and not yet handed over. A worker that
+  // closed its connections while another still listened would send its clients to that queue.
+  const stoppedListening = new WeakSet<Worker>()
+  const releaseWhenNoneListens = () => {
+    if ([...alive].some((worker) => listening.has(worker) && !stoppedListening.has(worker))) return
+    for (const worker of alive) if (worker.isConnected()) worker.send(ALL_STOPPED_LISTENING)
+  }
+  cluster.on('message', (worker, message) => {
+    if (message !== STOPPED_LISTENING) return
+    stoppedListening.add(worker)
+    // A worker stopping alone (not a shutdown of the whole service) leaves the others listening.
+    if (stopping) releaseWhenNoneListens()
+    else worker.send(ALL_STOPPED_LISTENING)
+  })
   cluster.on('exit', (worker, code, signal) => {
     alive.delete(worker)
+    if (stopping) releaseWhenNoneListens()
     const clean = code === 0 && signal === null
     if (!stopping) {
       logger.error({ pid: worker.process.pid, code, signal }, 'worker exited')
@@ -79,3 +95,26 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
 }
 
 export const isWorker = (): boolean => cluster.isWorker
+
+const STOPPED_LISTENING = 'petstore:stopped-listening'
+const ALL_STOPPED_LISTENING = 'petstore:all-stopped-listening'
+
+/**
+ * In a worker that has stopped listening: resolves once no worker of the service listens any more
+ * (so that the shared listening socket is closed), or after `boundMs` if the primary does not say so.
+ */
+export function noWorkerListening(boundMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer)
+      process.off('message', onMessage)
+      resolve()
+    }
+    const onMessage = (message: unknown) => {
+      if (message === ALL_STOPPED_LISTENING) done()
+    }
+    const timer = setTimeout(done, boundMs)
+    process.on('message', onMessage)
+    process.send?.(STOPPED_LISTENING)
+  })
+}
