@@ -5,6 +5,7 @@ import http from 'node:http'
 import net from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { createKey } from '../scripts/petstore-process.js'
+import { containsKey, redactKeys } from '../src/api-keys/api-keys.format.js'
 import { ENGINES, type TestDatabase, createTestDatabase } from './helper.js'
 import { type ServerProcess, cleanupProcesses, freePort, startServer, stopServer, trackedTempDir } from './processes.js'
 
@@ -217,10 +218,47 @@ async function startSpanSink(): Promise<{ endpoint: string; bodies: string[]; cl
   }
 }
 
+describe('redactKeys and containsKey', () => {
+  const secret = 'Q1SokAbCdEfGhIjKlMnOpQrStUvWxYz0'
+  const forms = { ...ENCODINGS, ...JSON_ENCODINGS, 'a JSON escape escaped in turn': (key: string) => `\\\\u0070${key.slice(1)}`, 'an \\x escape': (key: string) => `\\x70${key.slice(1)}` }
+  for (const environment of ['live', 'test']) {
+    for (const [name, encode] of Object.entries(forms)) {
+      it(`finds and redacts a ps_${environment}_ key, ${name}, whole, and cut short, amid other text`, () => {
+        for (const key of [`ps_${environment}_${secret}`, `ps_${environment}_${secret.slice(0, 20)}`]) {
+          const text = `GET /v1/${encode(key)}/x?a=1 "${encode(key)}"`
+          assert.ok(containsKey(text), text)
+          assert.equal(redactKeys(text), `GET /v1/ps_${environment}_…[redacted]/x?a=1 "ps_${environment}_…[redacted]"`)
+        }
+      })
+    }
+  }
+
+  it('leaves alone what only looks near a key: a key id, a bare prefix, encoded text of other characters, a request line', () => {
+    for (const text of [
+      '{"level":30,"pid":1,"hostname":"h","reqId":"r","method":"GET","route":"/v1/pets/:petId","status":200,"keyId":"key_AbCdEfGhIjKlMnOp","msg":"request"}',
+      'ps_live_',
+      'ps_live_%2F%2F',
+      '/v1/pets?cursor=%7B%22a%22%3A1%7D',
+      'maps_of_tests',
+      '%70%73%20live',
+      'C:\\x70s\\live',
+    ]) {
+      assert.equal(containsKey(text), false, text)
+      assert.equal(redactKeys(text), text)
+    }
+  })
+})
+
+const KEYS = ['a key the service issued', 'a key-shaped key it never issued'] as const
+const COMBINATIONS = placements(() => '').reduce(
+  (sum, placement) => sum + (Object.keys(ENCODINGS).length + (placement.json === true ? Object.keys(JSON_ENCODINGS).length : 0)) * KEYS.length,
+  0,
+)
+
 const unknownKey = `ps_live_${Array.from({ length: 32 }, () => BASE62[randomInt(BASE62.length)]).join('')}`
 
 for (const engine of ENGINES) {
-  describe(`redaction of a key in the wrong place, on ${engine}`, () => {
+  describe(`redaction of a key in the wrong place, on ${engine}: ${COMBINATIONS} combinations`, () => {
     let database: TestDatabase
     let sink: Awaited<ReturnType<typeof startSpanSink>>
     let server: ServerProcess
@@ -264,7 +302,7 @@ for (const engine of ENGINES) {
       await database?.drop()
     })
 
-    const keys = { 'a key the service issued': () => issuedKey, 'a key-shaped key it never issued': () => unknownKey }
+    const keys: Record<(typeof KEYS)[number], () => string> = { 'a key the service issued': () => issuedKey, 'a key-shaped key it never issued': () => unknownKey }
 
     // Per place: its encodings × the two keys, each request checked as it is answered.
     for (const placement of placements(() => petId)) {
