@@ -44,7 +44,7 @@ export function redactKeys(text: string): string {
 
 /** Whether `text` holds something shaped like one of our keys, in any of the encodings above. */
 export function containsKey(text: string): boolean {
-  return KEY_SHAPE_ANYWHERE.test(text)
+  return MAY_HOLD_KEY.test(text) && KEY_SHAPE_ANYWHERE.test(text)
 }
 
 const KEY_SHAPE_ANYWHERE = new RegExp(KEY_SHAPE.source, 'i')
