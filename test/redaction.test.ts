@@ -58,6 +58,8 @@ interface Placement {
   request: (text: string) => Sent
   /** A JSON body's string: the JSON escapes apply too. */
   json?: boolean
+  /** Where the service would keep the text: a key there is refused with 400, in any encoding. */
+  stored?: boolean
 }
 
 const post = (headers: Record<string, string | null>, body = '{"name":"Rex","categoryId":1}'): Sent => ({
@@ -87,7 +89,7 @@ function placements(petId: () => string): Placement[] {
     { name: 'Authorization: Bearer <key> extra', request: (text) => ({ headers: { authorization: `Bearer ${text} extra` } }) },
     { name: 'Authorization: <key>', request: (text) => ({ headers: { authorization: text } }) },
     { name: 'X-Request-Id', request: (text) => ({ headers: { 'x-request-id': text } }) },
-    { name: 'Idempotency-Key', request: (text) => post({ 'idempotency-key': text }) },
+    { name: 'Idempotency-Key', stored: true, request: (text) => post({ 'idempotency-key': text }) },
     { name: 'Content-Type', request: (text) => post({ 'content-type': text }) },
     { name: 'Content-Type charset', request: (text) => post({ 'content-type': `application/json; charset=${text}` }) },
     { name: 'If-None-Match', request: (text) => ({ path: `/v1/pets/${petId()}`, headers: { 'if-none-match': `"${text}"` } }) },
@@ -107,7 +109,7 @@ function placements(petId: () => string): Placement[] {
     { name: 'an arbitrary header, X-Foo', request: (text) => ({ headers: { 'x-foo': text } }) },
     { name: 'a header name', request: (text) => ({ headers: { [`x-${text}`]: '1' } }) },
     { name: 'body member name', json: true, request: (text) => post({}, `{"name":"Rex","categoryId":1,"${text}":1}`) },
-    { name: 'body member value', json: true, request: (text) => post({}, `{"name":"${text}","categoryId":1}`) },
+    { name: 'body member value', json: true, stored: true, request: (text) => post({}, `{"name":"${text}","categoryId":1}`) },
     { name: 'body enum value', json: true, request: (text) => post({}, `{"name":"Rex","categoryId":1,"status":"${text}"}`) },
     { name: 'body, a JSON string never closed', json: true, request: (text) => post({}, `{"name":"${text}`) },
     { name: 'body, not JSON, sent as JSON', request: (text) => post({}, text) },
@@ -325,6 +327,8 @@ for (const engine of ENGINES) {
             const shown = leaked(answer.raw, [issuedKey.slice(PREFIX_LENGTH), unknownKey.slice(PREFIX_LENGTH)])
             if (shown.length > 0) problems.push(`${what}: the answer shows ${shown.join(', ')}:\n${answer.raw}`)
             if (answer.status === 500) problems.push(`${what}: 500: ${answer.body}`)
+            if (placement.stored === true && answer.status !== 400) problems.push(`${what}: ${answer.status}, not refused: ${answer.body}`)
+            if (placement.name === 'X-Request-Id' && !/\r\nx-request-id: [0-9a-f-]{36}\r\n/.test(answer.raw)) problems.push(`${what}: its id was kept`)
             if (answer.status >= 400) {
               const body = JSON.parse(answer.body) as Record<string, unknown>
               if (Object.keys(body).sort().join() !== 'code,message,status') problems.push(`${what}: not the error shape: ${answer.body}`)
