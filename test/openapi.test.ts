@@ -539,7 +539,10 @@ for (const engine of ENGINES) {
       for (let i = 0; i < 3; i++) await newPetId()
       // Nothing is shed until the first samples after the app was ready (load-shedding.ts).
       const probe = await overloadedApp.createKey()
-      while ((await overloadedApp.request(probe, { method: 'GET', url: '/v1/pets' })).statusCode !== 503) await sleep(100)
+      for (let tries = 0; (await overloadedApp.request(probe, { method: 'GET', url: '/v1/pets' })).statusCode !== 503; tries++) {
+        assert.ok(tries < 100, 'the app with OVERLOAD_MAX_HEAP_MB=1 never shed a request')
+        await sleep(100)
+      }
       for (const [operationId, target] of Object.entries(targets)) {
         for (const [situation, sendIn] of Object.entries(situations)) {
           const answer = await sendIn(await target(), await testApp.createKey())
