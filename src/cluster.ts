@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster'
 import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from './config.js'
-import { clusterSource, startMetricsListener } from './metrics-listener.js'
+import { clusterProbes, clusterSource, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage } from './storage/open-storage.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
@@ -24,9 +24,6 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   await storage.close()
   if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
 
-  // Before any fork: a chosen metrics port already taken stops the service before a worker starts.
-  if (config.metrics !== undefined) await startMetricsListener(config.metrics, clusterSource(), logger)
-
   const listening = new WeakSet<Worker>()
   // Our own count of the workers alive: cluster.workers keeps a worker that has exited until its IPC
   // channel has also closed, which may come after the 'exit' event, so the last exit could go unseen.
@@ -34,6 +31,15 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   const fork = () => alive.add(cluster.fork())
   let stopping = false
   let failed = false
+
+  // Before any fork: a chosen metrics port already taken stops the service before a worker starts.
+  if (config.metrics !== undefined) {
+    const probes = clusterProbes(
+      () => [...alive].filter((worker) => listening.has(worker)),
+      () => stopping,
+    )
+    await startMetricsListener(config.metrics, clusterSource(), logger, probes)
+  }
 
   const stopAll = () => {
     stopping = true

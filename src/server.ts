@@ -7,7 +7,7 @@ import { isWorker, noWorkerListening } from './cluster.js'
 import type { Config } from './config.js'
 import { followConnections } from './http/connection-drain.js'
 import { createMetrics } from './http/metrics.js'
-import { type MetricsListener, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
+import { type MetricsListener, answerProbesForPrimary, appProbes, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage, openStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
 import type { Tracing } from './tracing/tracing.js'
@@ -45,8 +45,14 @@ export async function startServer(
   // getPet calls are counted by the app's own recorder, which app.close() flushes while the database is still open.
   const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, traceIds: tracing?.currentIds })
   let metricsListener: MetricsListener | undefined
-  if (isWorker()) reportToPrimary(metrics)
-  else if (config.metrics !== undefined) metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger)
+  let appClosed = false
+  const probes = appProbes(app, () => appClosed)
+  if (isWorker()) {
+    reportToPrimary(metrics)
+    answerProbesForPrimary(probes)
+  } else if (config.metrics !== undefined) {
+    metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger, probes)
+  }
   const connections = followConnections(app.server)
   try {
     // Node's default backlog (511) overflows when hundreds of clients connect at once: the kernel
@@ -69,6 +75,7 @@ export async function startServer(
       if (isWorker()) await noWorkerListening(config.shutdownDrainMs)
       await connections.closeConnections(config.shutdownDrainMs)
       // Nothing is left for it to close but the app itself: its hooks, and the recorder it flushes.
+      appClosed = true
       await app.close()
       await storage.close()
       // Within the shutdown budget: a collector that is down or slow must not hold the exit.
