@@ -46,11 +46,11 @@ export function reportToPrimary(metrics: Metrics): void {
 }
 
 /** A probe path, answered on this listener as on the API port. */
-export type ProbePath = '/healthz' | '/readyz'
+type ProbePath = '/healthz' | '/readyz'
 const PROBE_PATHS: ReadonlySet<string> = new Set<ProbePath>(['/healthz', '/readyz'])
 
 /** An answer to a probe, as the API port would give it. */
-export interface ProbeAnswer {
+interface ProbeAnswer {
   status: number
   headers: Record<string, string>
   body: string
