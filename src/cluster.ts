@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster'
 import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from './config.js'
-import { clusterProbes, clusterSource, startMetricsListener } from './metrics-listener.js'
+import { clusterReadiness, clusterSource, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage } from './storage/open-storage.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
@@ -34,11 +34,11 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
 
   // Before any fork: a chosen metrics port already taken stops the service before a worker starts.
   if (config.metrics !== undefined) {
-    const probes = clusterProbes(
+    const readiness = clusterReadiness(
       () => [...alive].filter((worker) => listening.has(worker)),
       () => stopping,
     )
-    await startMetricsListener(config.metrics, clusterSource(), logger, probes)
+    await startMetricsListener(config.metrics, clusterSource(), logger, readiness)
   }
 
   const stopAll = () => {

@@ -7,7 +7,7 @@ import { isWorker, noWorkerListening } from './cluster.js'
 import type { Config } from './config.js'
 import { followConnections } from './http/connection-drain.js'
 import { createMetrics } from './http/metrics.js'
-import { type MetricsListener, answerProbesForPrimary, appProbes, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
+import { type MetricsListener, answerReadinessForPrimary, appReadiness, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage, openStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
 import type { Tracing } from './tracing/tracing.js'
@@ -46,12 +46,12 @@ export async function startServer(
   const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, traceIds: tracing?.currentIds })
   let metricsListener: MetricsListener | undefined
   let appClosed = false
-  const probes = appProbes(app, () => appClosed)
+  const readiness = appReadiness(app, () => appClosed)
   if (isWorker()) {
     reportToPrimary(metrics)
-    answerProbesForPrimary(probes)
+    answerReadinessForPrimary(readiness)
   } else if (config.metrics !== undefined) {
-    metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger, probes)
+    metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger, readiness)
   }
   const connections = followConnections(app.server)
   try {
