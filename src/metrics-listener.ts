@@ -103,7 +103,7 @@ export function answerReadinessForPrimary(readiness: Readiness): void {
 }
 
 /** How long the primary waits for its workers' readiness: within the listener's own READINESS_WAIT_MS. */
-const WORKER_PROBE_MS = 500
+const WORKER_PROBE_MS = 400
 
 /**
  * The readiness of the primary of `--workers N`, which serves no API request: it asks every

@@ -51,7 +51,7 @@ export function livenessAnswer(heartbeatAgeMs: number): ProbeAnswer {
  * probe timeout) before answering 503 `overloaded` itself: a process too busy to say whether it is
  * ready within that time is not.
  */
-export const READINESS_WAIT_MS = 600
+export const READINESS_WAIT_MS = 500
 
 /** The shared memory behind the heartbeat: the main thread's last turn, in process.hrtime nanoseconds. */
 export const newHeartbeat = (): BigInt64Array => new BigInt64Array(new SharedArrayBuffer(BigInt64Array.BYTES_PER_ELEMENT))
