@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import fs from 'node:fs'
+import http from 'node:http'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
@@ -105,6 +106,7 @@ interface Cell {
   connectionErrors: string[]
   etags: Map<string, string>
   knownId: string
+  agent: http.Agent
 }
 
 function errorShape(status: number, text: string): string | undefined {
@@ -118,6 +120,30 @@ function errorShape(status: number, text: string): string | undefined {
   } catch {
     return `not JSON: ${text.slice(0, 80)}`
   }
+}
+
+/**
+ * One request over the cell's kept-alive connections (node:http, one connection per loop at most, so
+ * that a new connection is opened only when the service closed one), with what a failure was on.
+ */
+function request(
+  cell: Cell,
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
+  return new Promise((resolve, reject) => {
+    const sent = http.request(`${cell.base()}${url}`, { method, headers, agent: cell.agent, timeout: 15_000 }, (response) => {
+      let text = ''
+      response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk))
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, text }))
+      response.on('error', (error) => reject(Object.assign(error, { reused: sent.reusedSocket })))
+    })
+    sent.on('timeout', () => sent.destroy(new Error('no answer within 15 s')))
+    sent.on('error', (error) => reject(Object.assign(error, { reused: sent.reusedSocket })))
+    sent.end(body)
+  })
 }
 
 /** One request of `kind`, checked against what its operation documents; records what it acknowledged. */
@@ -141,20 +167,19 @@ async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnec
       headers['idempotency-key'] = keyed.key
     }
   }
-  let response: Response
-  let text: string
+  let answer: { status: number; headers: http.IncomingHttpHeaders; text: string }
   try {
-    response = await fetch(`${cell.base()}${url}`, { method, headers, body, signal: AbortSignal.timeout(15_000) })
-    text = await response.text()
+    answer = await request(cell, method, url, headers, body)
   } catch (error) {
-    const cause = (error as { cause?: { code?: string; message?: string } }).cause
-    const what = `${kind}: ${cause?.code ?? cause?.message ?? String(error)}`
+    const { code, reused } = error as { code?: string; reused?: boolean }
+    const what = `${kind}: ${code ?? String(error)}${reused === true ? ' on a kept-alive connection' : ' on a new connection'}`
     // A new connection refused while no process listens never reached the service.
-    if (cause?.code !== 'ECONNREFUSED') cell.connectionErrors.push(what)
-    if (!allowConnectionErrors() && cause?.code !== 'ECONNREFUSED') cell.problems.push(`connection error outside a process's end: ${what}`)
+    if (code === 'ECONNREFUSED') return
+    cell.connectionErrors.push(what)
+    if (!allowConnectionErrors()) cell.problems.push(`connection error outside a process's end: ${what}`)
     return
   }
-  const status = response.status
+  const { status, text } = answer
   cell.answers.set(`${kind} ${status}`, (cell.answers.get(`${kind} ${status}`) ?? 0) + 1)
   if (!DOCUMENTED[kind].includes(status)) cell.problems.push(`${kind}: undocumented ${status} ${text.slice(0, 200)}`)
   if (method === 'HEAD' && text !== '') cell.problems.push(`${kind}: a body on HEAD`)
@@ -162,8 +187,8 @@ async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnec
     const wrong = errorShape(status, text)
     if (wrong !== undefined) cell.problems.push(`${kind} ${status}: ${wrong}`)
   }
-  if (status >= 500 && response.headers.get('retry-after') === null) cell.problems.push(`${kind} ${status} without Retry-After`)
-  const etag = response.headers.get('etag')
+  if (status >= 500 && answer.headers['retry-after'] === undefined) cell.problems.push(`${kind} ${status} without Retry-After`)
+  const etag = answer.headers.etag ?? null
   if (status === 200 && etag !== null) cell.etags.set(url, etag)
   if (status === 201) {
     const pet = JSON.parse(text) as { id: number | string }
@@ -248,7 +273,7 @@ for (const engine of ['sqlite', 'postgres'] as const) {
         } else {
           env = { DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}` }
         }
-        env = { ...env, RATE_LIMIT_PER_KEY: '0', SHUTDOWN_DRAIN_MS: '500' }
+        env = { ...env, RATE_LIMIT_PER_KEY: '0' }
         try {
           await runCell(engine, fault, env, dir, database)
         } finally {
@@ -288,6 +313,7 @@ async function runCell(
     connectionErrors: [],
     etags: new Map(),
     knownId: String((JSON.parse(seed) as { id: number }).id),
+    agent: new http.Agent({ keepAlive: true, maxSockets: LOOPS }),
   }
 
   let processEnding = false
@@ -392,6 +418,7 @@ async function runCell(
   assert.equal(service.child.exitCode, null, `the process exited after ${fault}:\n${service.output()}`)
   assert.doesNotMatch(service.output(), /fatal error|uncaught|unhandled/i, 'the log shows a crash')
   await stopServer(service)
+  cell.agent.destroy()
   assert.deepEqual(cell.problems, [], `${fault} on ${engine}: answers ${JSON.stringify([...cell.answers])}`)
   // The fault really was met: some request failed, or the process really ended.
   const failures = [...cell.answers].filter(([what]) => / (503|409)$/.test(what)).length + cell.connectionErrors.length
