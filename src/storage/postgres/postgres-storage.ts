@@ -52,6 +52,12 @@ export function openPostgresStorage(url: string, poolSize: number): Storage {
   // An idle connection whose server goes away reports here; unheard, the error would crash the
   // process. The pool drops that connection and the next query meets the outage (a 503) instead.
   pool.on('error', () => {})
+  // A connection checked out of the pool has no listener of the pool's. A server that ends it
+  // (a shutdown, pg_terminate_backend, a crash) between two of its queries would raise an
+  // unhandled 'error' and end the process: seen under the fault matrix. The query in flight, or
+  // the next one, fails with the error, and that failure is the one to handle (a 503); the pool
+  // discards the connection when it comes back.
+  pool.on('connect', (client) => client.on('error', () => {}))
   let ended = false
 
   return {
