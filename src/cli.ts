@@ -6,7 +6,8 @@ import { SCOPES, type Scope, parseScopes } from './api-keys/api-keys.scopes.js'
 import { createApiKeysService, type RotationRefusal } from './api-keys/api-keys.service.js'
 import { buildApp, GET_PET_SUNSET } from './app.js'
 import { systemClock } from './clock.js'
-import { CONFIG_NAMES, type Config, ConfigError, type DatabaseConfig, describeVariable, loadConfig } from './config.js'
+import { CONFIG_NAMES, type Config, ConfigError, type DatabaseConfig, checkHostsResolve, describeVariable, loadConfig } from './config.js'
+import { clearTextWarning, readCertificatePair } from './http/tls.js'
 import { createLogger } from './logger.js'
 import { isWorker, parseWorkers, runPrimary } from './cluster.js'
 import { copyDatabase, type TableSummary } from './copy/copy.service.js'
@@ -575,6 +576,17 @@ async function copyCommand(args: string[], io: CliIo): Promise<0 | 1> {
   }
 }
 
+/**
+ * A failure to listen on the API port, naming the variable that chose what failed: PORT for a port in
+ * use or not allowed, HOST for an address this machine does not have or a name that does not resolve.
+ */
+function namingListenVariable(error: unknown, config: Config): unknown {
+  const code = (error as NodeJS.ErrnoException).code ?? ''
+  const variable = ['EADDRINUSE', 'EACCES'].includes(code) ? 'PORT' : ['EADDRNOTAVAIL', 'ENOTFOUND'].includes(code) || code.startsWith('EAI_') ? 'HOST' : undefined
+  if (variable === undefined) return error
+  return new Error(`the API listener (${variable}) cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`, { cause: error })
+}
+
 function help(io: CliIo, topic: Topic): 0 {
   io.stdout(HELP[topic] + '\n')
   return 0
@@ -625,14 +637,23 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
           throw new UsageError(`--workers must be a number from 1 to 256 or "auto", got "${values.workers}"`, 'serve')
         }
         const config = loadConfig(io.env, io.cwd)
+        await checkHostsResolve(config)
         const logger = createLogger(config)
-        if (!isWorker()) stopWithNpm(io.env, logger)
+        if (!isWorker()) {
+          stopWithNpm(io.env, logger)
+          const clearText = clearTextWarning(config)
+          if (clearText !== undefined) logger.warn(clearText)
+        }
         if (workers > 1 && !isWorker()) {
+          // Before any fork: a pair that cannot be served stops the primary, not each worker in turn.
+          if (config.tls !== undefined) readCertificatePair(config.tls)
           await runPrimary(config, logger, workers)
           return 'serving'
         }
         // Workers skip migrations: their primary applied them before forking.
-        const server = await startServer(config, logger, { migrate: !isWorker(), tracing: io.tracing })
+        const server = await startServer(config, logger, { migrate: !isWorker(), tracing: io.tracing }).catch((error: unknown) => {
+          throw namingListenVariable(error, config)
+        })
         closeOnSignals(server, config, logger, { worker: isWorker() })
         return 'serving'
       }

@@ -65,6 +65,14 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
       process.exit(failed ? 1 : 0)
     }
   })
+  // Each worker serves TLS with its own copy of the certificate and watches its files; SIGHUP, sent to
+  // the primary (systemd's ExecReload, an operator's kill -HUP), would otherwise end it and the service.
+  // Only to workers that listen: one still starting would be ended by it, and reads the files itself.
+  if (config.tls !== undefined) {
+    process.on('SIGHUP', () => {
+      for (const worker of alive) if (listening.has(worker)) worker.process.kill('SIGHUP')
+    })
+  }
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.on(signal, () => {
       if (!stopping) {

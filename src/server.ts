@@ -6,6 +6,7 @@ import { buildApp } from './app.js'
 import { isWorker } from './cluster.js'
 import type { Config } from './config.js'
 import { createMetrics } from './http/metrics.js'
+import { readCertificatePair, reloadCertificates } from './http/tls.js'
 import { type MetricsListener, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage, openStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
@@ -30,6 +31,8 @@ export async function startServer(
   logger: Logger,
   { migrate = true, tracing }: { migrate?: boolean; tracing?: Tracing } = {},
 ): Promise<RunningServer> {
+  // Read before the database is opened: a certificate that cannot be served stops the start, naming its variable.
+  const certificates = config.tls === undefined ? undefined : readCertificatePair(config.tls)
   let storage: Storage
   if (migrate) {
     const opened = await openMigratedStorage(config.database)
@@ -42,21 +45,23 @@ export async function startServer(
   let draining = false
   const metrics = createMetrics()
   // getPet calls are counted by the app's own recorder, which app.close() flushes while the database is still open.
-  const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, traceIds: tracing?.currentIds })
+  const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, traceIds: tracing?.currentIds, tls: certificates })
   let metricsListener: MetricsListener | undefined
   if (isWorker()) reportToPrimary(metrics)
   else if (config.metrics !== undefined) metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger)
   try {
     // Node's default backlog (511) overflows when hundreds of clients connect at once: the kernel
     // then drops their SYNs and each waits 1 s or more to retry before it is even accepted.
-    await app.listen({ port: config.port, host: config.host, backlog: config.listenBacklog })
+    await app.listen({ port: config.port, host: config.host, backlog: config.listenBacklog, listenTextResolver: listenText(certificates !== undefined) })
   } catch (error) {
     await metricsListener?.close()
     throw error
   }
+  const reloading = config.tls === undefined || certificates === undefined ? undefined : reloadCertificates(app.server, config.tls, certificates, logger)
   return {
     app,
     async close() {
+      reloading?.close()
       // Connections the kernel has already accepted but Node has not yet picked up would be reset
       // if the listener closed at once: keep accepting (and answering /readyz 503) for a moment.
       draining = true
@@ -70,6 +75,9 @@ export async function startServer(
     },
   }
 }
+
+/** Fastify's "listening" line, with the scheme it cannot know: the server factory makes the HTTPS server. */
+const listenText = (secure: boolean) => (address: string) => `Server listening at ${secure ? address.replace(/^http:/, 'https:') : address}`
 
 /**
  * On SIGTERM or SIGINT: drain, stop accepting, finish in-flight requests, close the database,
@@ -85,7 +93,9 @@ export function closeOnSignals(
   // SIGINT to every worker directly; obeying both would count as a second signal and exit 1.
   if (worker) process.on('SIGINT', () => {})
   const delay = config.shutdownDrainMs + config.shutdownTimeoutMs
-  closeWithGrace({ delay, logger, skip: worker ? ['SIGINT'] : [] }, async ({ signal, err }) => {
+  // Serving TLS, SIGHUP reloads the certificate (src/http/tls.ts) as it makes nginx reload, rather than stop.
+  const skip = [...(worker ? ['SIGINT' as const] : []), ...(config.tls === undefined ? [] : ['SIGHUP' as const])]
+  closeWithGrace({ delay, logger, skip }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
     else logger.info({ signal }, 'shutting down')
     await server.close()
