@@ -11,19 +11,24 @@ import type { Storage } from './storage.js'
 export async function openStorage(database: DatabaseConfig, named = 'DATABASE_URL'): Promise<Storage> {
   // Each engine's driver is loaded only when it is the configured one: memory is part of the budget.
   if (database.engine === 'sqlite') {
-    const folder = path.dirname(database.path)
-    if (database.createFolder === true) fs.mkdirSync(folder, { recursive: true })
-    else if (database.path !== ':memory:' && !fs.existsSync(folder)) {
-      throw new ConfigError(
-        named,
-        `names ${database.path}, in a folder that does not exist: create ${folder} first if the database belongs there (mkdir -p ${folder}), or correct the path`,
-      )
-    }
+    if (database.createFolder === true) fs.mkdirSync(path.dirname(database.path), { recursive: true })
+    else checkSqliteFolder(database, named)
     const { openSqliteStorage } = await import('./sqlite/sqlite-storage.js')
     return openSqliteStorage(database.path)
   }
   const { openPostgresStorage } = await import('./postgres/postgres-storage.js')
   return openPostgresStorage(database.url, database.poolSize)
+}
+
+/** Throws, naming `named`, if `database` is a SQLite file whose folder does not exist (and is not to be made). */
+export function checkSqliteFolder(database: DatabaseConfig, named: string): void {
+  if (database.engine !== 'sqlite' || database.createFolder === true || database.path === ':memory:') return
+  const folder = path.dirname(database.path)
+  if (fs.existsSync(folder)) return
+  throw new ConfigError(
+    named,
+    `names ${database.path}, in a folder that does not exist: create ${folder} first if the database belongs there (mkdir -p ${folder}), or correct the path`,
+  )
 }
 
 /**
