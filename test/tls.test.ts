@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
 import fs from 'node:fs'
 import https from 'node:https'
@@ -17,6 +17,9 @@ import { cleanupProcesses, freePort, runCli, trackedTempDir, within } from './pr
 // these run on SQLite only.
 
 after(cleanupProcesses)
+
+/** Why these tests cannot run here, or false. */
+const opensslSkip = spawnSync('openssl', ['version']).error === undefined ? false : 'the openssl command is not installed: it makes the test certificates'
 
 /** A self-signed certificate for localhost and 127.0.0.1, and its key, as PEM files in `dir`. */
 interface Certificate {
@@ -192,7 +195,7 @@ function logLines(server: TlsServer, message: string): Record<string, unknown>[]
     .filter((line) => line.msg === message)
 }
 
-describe('TLS served by the service', () => {
+describe('TLS served by the service', { skip: opensslSkip }, () => {
   it('serves HTTPS with the configured certificate and Strict-Transport-Security on every answer, metrics staying plain HTTP', async () => {
     const dir = trackedTempDir('petstore-tls-')
     const first = makeCertificate(dir, 'first')
