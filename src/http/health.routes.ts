@@ -3,9 +3,14 @@ import type { FastifyInstance } from 'fastify'
 import type { Storage } from '../storage/storage.js'
 import { ApiError } from '../errors.js'
 import type { RateLimits } from '../api-keys/api-keys.rate-limit.js'
+import { LIVE_BODY } from '../probes.js'
 import { StringEnum } from './schema-types.js'
 
 const hidden = { hide: true } as const
+
+/** Readiness while the service stops, on either port; `headers` adds to its own. */
+export const shuttingDown = (headers: Record<string, string> = {}): ApiError =>
+  new ApiError('unavailable', 'The service is shutting down.', { 'retry-after': '1', ...headers })
 
 /**
  * Liveness and readiness for load balancers and orchestrators; no authentication. Readiness
@@ -27,11 +32,12 @@ export function registerHealthRoutes(
     }),
   })
 
-  app.get('/healthz', { schema: { ...hidden, response: { 200: ok } } }, async () => ({ status: 'ok' as const }))
+  app.get('/healthz', { schema: { ...hidden, response: { 200: ok } } }, async () => LIVE_BODY)
 
   app.get('/readyz', { schema: { ...hidden, response: { 200: ready } } }, async (request) => {
-    // Tells the load balancer to stop sending before the server stops listening.
-    if (isDraining()) throw new ApiError('unavailable', 'The service is shutting down.', { 'retry-after': '1' })
+    // Tells the load balancer to stop sending before the server stops listening; the prober's own
+    // connection has no more use.
+    if (isDraining()) throw shuttingDown({ connection: 'close' })
     try {
       await storage.ping()
     } catch (error) {

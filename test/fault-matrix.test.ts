@@ -1,0 +1,399 @@
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import fs from 'node:fs'
+import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { after, before, describe, it } from 'node:test'
+import pg from 'pg'
+import { createKey } from '../scripts/petstore-process.js'
+import type { Engine } from './helper.js'
+import { type EmbeddedServer, TEST_POSTGRES_URL, createPostgresDatabase, startEmbeddedPostgres } from './postgres.js'
+import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir } from './processes.js'
+
+/*
+ * Every kind of request the service serves, under load, against every fault it promises to survive,
+ * on the engines the fault exists on, in real processes with a database of this file's own (the
+ * shared test server is never stopped). What must hold in every cell:
+ * - the process never exits by itself;
+ * - every answer is a status its operation documents, errors in the one error shape, never a 500;
+ * - a connection the service accepted is answered, never reset (a dead process's excepted);
+ * - nothing acknowledged is lost or changed;
+ * - a create retried with its Idempotency-Key gets the one pet within seconds of the service being back.
+ */
+
+after(cleanupProcesses)
+
+type Kind =
+  | 'list'
+  | 'get'
+  | 'create'
+  | 'keyed create'
+  | 'HEAD list'
+  | 'HEAD get'
+  | 'conditional list'
+  | 'conditional get'
+  | 'conditional HEAD list'
+  | 'conditional HEAD get'
+const KINDS = Object.keys({
+  list: 0,
+  get: 0,
+  create: 0,
+  'keyed create': 0,
+  'HEAD list': 0,
+  'HEAD get': 0,
+  'conditional list': 0,
+  'conditional get': 0,
+  'conditional HEAD list': 0,
+  'conditional HEAD get': 0,
+} satisfies Record<Kind, 0>) as Kind[]
+
+/** The statuses each kind of request may get while the database or the process is in trouble. */
+const DOCUMENTED: Record<Kind, readonly number[]> = {
+  list: [200, 503],
+  get: [200, 503],
+  create: [201, 503],
+  'keyed create': [201, 409, 503],
+  'HEAD list': [200, 503],
+  'HEAD get': [200, 503],
+  'conditional list': [200, 304, 503],
+  'conditional get': [200, 304, 503],
+  'conditional HEAD list': [200, 304, 503],
+  'conditional HEAD get': [200, 304, 503],
+}
+
+type Fault =
+  | 'database stopped'
+  | 'database crashed'
+  | 'backend terminated'
+  | 'instance SIGKILLed'
+  | 'SIGTERM under keep-alive load'
+  | 'disk full'
+
+const FAULTS: Record<Engine, readonly Fault[]> = {
+  postgres: ['database stopped', 'database crashed', 'backend terminated', 'instance SIGKILLed', 'SIGTERM under keep-alive load'],
+  sqlite: ['instance SIGKILLed', 'SIGTERM under keep-alive load', 'disk full'],
+}
+
+/** Faults that end the process on purpose: it is started again, and its connections may break meanwhile. */
+const ENDS_PROCESS = new Set<Fault>(['instance SIGKILLed', 'SIGTERM under keep-alive load'])
+
+const LOOPS = 8
+const LOAD_BEFORE_MS = 1_500
+const FAULT_MS = 2_500
+const LOAD_AFTER_MS = 1_500
+/** How soon after the service is back a retry with the same Idempotency-Key must get its pet. */
+const RETRY_WITHIN_MS = 10_000
+
+interface Keyed {
+  key: string
+  body: string
+  /** The 201 body, once one came. */
+  answer?: string
+}
+
+interface Cell {
+  engine: Engine
+  fault: Fault
+  base: () => string
+  apiKey: string
+  answers: Map<string, number>
+  problems: string[]
+  acknowledged: Map<string, string>
+  keyed: Keyed[]
+  /** Connection errors seen, with when (relative to the fault) and why they are allowed or not. */
+  connectionErrors: string[]
+  etags: Map<string, string>
+  knownId: string
+}
+
+function errorShape(status: number, text: string): string | undefined {
+  try {
+    const body = JSON.parse(text) as Record<string, unknown>
+    const keys = Object.keys(body).sort().join(',')
+    if (keys !== 'code,message,status') return `error body keys ${keys}`
+    if (body.status !== status) return `error body status ${String(body.status)} on a ${status}`
+    if (typeof body.code !== 'string' || typeof body.message !== 'string' || body.message === '') return 'error body types'
+    return undefined
+  } catch {
+    return `not JSON: ${text.slice(0, 80)}`
+  }
+}
+
+/** One request of `kind`, checked against what its operation documents; records what it acknowledged. */
+async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnectionErrors: () => boolean): Promise<void> {
+  const headers: Record<string, string> = { authorization: `Bearer ${cell.apiKey}` }
+  let method = 'GET'
+  let url = '/v1/pets?limit=5'
+  let body: string | undefined
+  let keyed: Keyed | undefined
+  if (kind.endsWith('get')) url = `/v1/pets/${cell.knownId}`
+  if (kind.includes('HEAD')) method = 'HEAD'
+  if (kind.startsWith('conditional')) headers['if-none-match'] = cell.etags.get(url) ?? '"none"'
+  if (kind === 'create' || kind === 'keyed create') {
+    method = 'POST'
+    url = '/v1/pets'
+    headers['content-type'] = 'application/json'
+    body = JSON.stringify({ name: `${cell.fault} ${kind} ${loop}-${n}`, categoryId: loop + 1 })
+    if (kind === 'keyed create') {
+      keyed = { key: randomUUID(), body }
+      cell.keyed.push(keyed)
+      headers['idempotency-key'] = keyed.key
+    }
+  }
+  let response: Response
+  let text: string
+  try {
+    response = await fetch(`${cell.base()}${url}`, { method, headers, body, signal: AbortSignal.timeout(15_000) })
+    text = await response.text()
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause
+    const what = `${kind}: ${cause?.code ?? cause?.message ?? String(error)}`
+    // A new connection refused while no process listens never reached the service.
+    if (cause?.code !== 'ECONNREFUSED') cell.connectionErrors.push(what)
+    if (!allowConnectionErrors() && cause?.code !== 'ECONNREFUSED') cell.problems.push(`connection error outside a process's end: ${what}`)
+    return
+  }
+  const status = response.status
+  cell.answers.set(`${kind} ${status}`, (cell.answers.get(`${kind} ${status}`) ?? 0) + 1)
+  if (!DOCUMENTED[kind].includes(status)) cell.problems.push(`${kind}: undocumented ${status} ${text.slice(0, 200)}`)
+  if (method === 'HEAD' && text !== '') cell.problems.push(`${kind}: a body on HEAD`)
+  if (status >= 400 && method !== 'HEAD') {
+    const wrong = errorShape(status, text)
+    if (wrong !== undefined) cell.problems.push(`${kind} ${status}: ${wrong}`)
+  }
+  if (status >= 500 && response.headers.get('retry-after') === null) cell.problems.push(`${kind} ${status} without Retry-After`)
+  const etag = response.headers.get('etag')
+  if (status === 200 && etag !== null) cell.etags.set(url, etag)
+  if (status === 201) {
+    const pet = JSON.parse(text) as { id: number | string }
+    cell.acknowledged.set(String(pet.id), text)
+    if (keyed !== undefined) keyed.answer = text
+  }
+}
+
+/** Every pet, id → body as getPet-shaped JSON, read page by page. */
+async function allPets(cell: Cell): Promise<Map<string, string>> {
+  const pets = new Map<string, string>()
+  let next: string | undefined = `${cell.base()}/v1/pets?limit=100`
+  while (next !== undefined) {
+    const response: Response = await fetch(next, { headers: { authorization: `Bearer ${cell.apiKey}` } })
+    assert.equal(response.status, 200, `listing all pets: ${response.status}`)
+    for (const pet of (await response.json()) as { id: number }[]) pets.set(String(pet.id), JSON.stringify(pet))
+    next = /<([^>]+)>; rel="next"/.exec(response.headers.get('link') ?? '')?.[1]
+  }
+  return pets
+}
+
+/** Sends `request` until it is answered 201, or fails after RETRY_WITHIN_MS. */
+async function retryUntilCreated(cell: Cell, keyed: Keyed): Promise<{ body: string; replayed: boolean }> {
+  const deadline = Date.now() + RETRY_WITHIN_MS
+  let last = ''
+  for (;;) {
+    try {
+      const response = await fetch(`${cell.base()}/v1/pets`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${cell.apiKey}`, 'content-type': 'application/json', 'idempotency-key': keyed.key },
+        body: keyed.body,
+      })
+      const text = await response.text()
+      if (response.status === 201) return { body: text, replayed: response.headers.get('idempotent-replayed') === 'true' }
+      last = `${response.status} ${text}`
+    } catch (error) {
+      last = String(error)
+    }
+    if (Date.now() > deadline) assert.fail(`a retry with Idempotency-Key ${keyed.key} got no pet within ${RETRY_WITHIN_MS} ms: ${last}`)
+    await sleep(100)
+  }
+}
+
+const skipPostgres = TEST_POSTGRES_URL === undefined || TEST_POSTGRES_URL === '' ? 'PETSTORE_TEST_DATABASE_URL is not set' : false
+
+/** A tmpfs of `size` for the full-disk cell, or why there cannot be one here. */
+function mountSmallDisk(dir: string, size: string): string | undefined {
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { stdio: 'pipe' })
+    return undefined
+  } catch (error) {
+    return `a tmpfs cannot be mounted here (${(error as Error).message.split('\n')[0]}): the full-disk cell needs root`
+  }
+}
+
+for (const engine of ['sqlite', 'postgres'] as const) {
+  describe(`the fault matrix on ${engine}`, { skip: engine === 'postgres' ? skipPostgres : false, timeout: 240_000 }, () => {
+    let database: EmbeddedServer | undefined
+
+    before(async () => {
+      if (engine === 'postgres') database = await startEmbeddedPostgres()
+    })
+    after(async () => {
+      await database?.destroy()
+    })
+
+    for (const fault of FAULTS[engine]) {
+      it(`${fault}: every kind of request (${KINDS.join(', ')}) gets a documented answer, nothing acknowledged is lost, keyed retries get their one pet`, async (t) => {
+        const dir = trackedTempDir('petstore-fault-')
+        let env: Record<string, string>
+        let unmount: (() => void) | undefined
+        if (engine === 'postgres') {
+          assert.ok(database !== undefined)
+          env = { DATABASE_URL: (await createPostgresDatabase(database.url)).url, DATABASE_POOL_SIZE: '4' }
+        } else if (fault === 'disk full') {
+          const disk = path.join(dir, 'disk')
+          fs.mkdirSync(disk)
+          const cannot = mountSmallDisk(disk, '16m')
+          if (cannot !== undefined) return t.skip(cannot)
+          unmount = () => execFileSync('umount', ['-l', disk])
+          env = { DATABASE_URL: `sqlite://${path.join(disk, 'petstore.db')}` }
+        } else {
+          env = { DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}` }
+        }
+        env = { ...env, RATE_LIMIT_PER_KEY: '0', SHUTDOWN_DRAIN_MS: '500' }
+        try {
+          await runCell(engine, fault, env, dir, database)
+        } finally {
+          unmount?.()
+        }
+      })
+    }
+  })
+}
+
+async function runCell(
+  engine: Engine,
+  fault: Fault,
+  env: Record<string, string>,
+  dir: string,
+  database: EmbeddedServer | undefined,
+): Promise<void> {
+  await runCli(['migrate'], env, dir, { rejectOnFailure: true, timeoutMs: 30_000 })
+  const apiKey = await createKey(env, 'fault-matrix')
+  let service: ServerProcess = await startServer(env, dir)
+  const seeded = await fetch(`${service.baseUrl}/v1/pets`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: '{"name":"Seed","categoryId":1}',
+  })
+  assert.equal(seeded.status, 201)
+  const seed = await seeded.text()
+  const cell: Cell = {
+    engine,
+    fault,
+    base: () => service.baseUrl,
+    apiKey,
+    answers: new Map(),
+    problems: [],
+    acknowledged: new Map([[String((JSON.parse(seed) as { id: number }).id), seed]]),
+    keyed: [],
+    connectionErrors: [],
+    etags: new Map(),
+    knownId: String((JSON.parse(seed) as { id: number }).id),
+  }
+
+  let processEnding = false
+  let running = true
+  const loops = Array.from({ length: LOOPS }, async (_, loop) => {
+    for (let n = 0; running; n++) await send(cell, KINDS[(loop + n) % KINDS.length] ?? 'list', loop, n, () => processEnding && fault === 'instance SIGKILLed')
+  })
+
+  await sleep(LOAD_BEFORE_MS)
+  // What the fault does, and how the service comes back from it.
+  let heal: () => Promise<void> = async () => {}
+  let filler = ''
+  switch (fault) {
+    case 'database stopped':
+      await database?.stop()
+      heal = async () => database?.start()
+      break
+    case 'database crashed': {
+      // A backend killed by a signal makes the postmaster end every session and recover, as after a crash.
+      const client = new pg.Client({ connectionString: env.DATABASE_URL })
+      await client.connect()
+      const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
+      client.on('error', () => {})
+      process.kill(rows[0]?.pid ?? 0, 'SIGKILL')
+      break
+    }
+    case 'backend terminated': {
+      const client = new pg.Client({ connectionString: env.DATABASE_URL })
+      await client.connect()
+      try {
+        for (let i = 0; i < 5; i++) {
+          await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()')
+          await sleep(FAULT_MS / 5)
+        }
+      } finally {
+        await client.end()
+      }
+      break
+    }
+    case 'instance SIGKILLed':
+    case 'SIGTERM under keep-alive load': {
+      processEnding = true
+      const signal = fault === 'instance SIGKILLed' ? 'SIGKILL' : 'SIGTERM'
+      const exit = await stopServer(service, signal, 15_000)
+      if (signal === 'SIGTERM') assert.equal(exit.code, 0, `exit after SIGTERM: ${service.output()}`)
+      heal = async () => {
+        service = await startServer(env, dir)
+        processEnding = false
+      }
+      break
+    }
+    case 'disk full': {
+      const disk = path.dirname(env.DATABASE_URL?.slice('sqlite://'.length) ?? '')
+      filler = path.join(disk, 'filler')
+      try {
+        execFileSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=64k'], { stdio: 'ignore' })
+      } catch {
+        // dd stops with "No space left on device": that is the point.
+      }
+      heal = async () => fs.rmSync(filler, { force: true })
+      break
+    }
+  }
+  // CLI commands that open the database meet the fault too: a clear refusal or their usual answer, never a crash.
+  const listed = await runCli(['keys', 'list'], env, dir, { timeoutMs: 30_000 })
+  if (listed.code !== 0) {
+    assert.equal(listed.code, 1, `keys list during ${fault}: exit ${listed.code}\n${listed.stderr}`)
+    assert.match(listed.stderr, /^petstore: /, `keys list during ${fault}`)
+    assert.doesNotMatch(listed.stderr, /\n\s+at /, `keys list during ${fault} printed a stack trace`)
+  }
+  await sleep(FAULT_MS)
+  if (!ENDS_PROCESS.has(fault)) assert.equal(service.child.exitCode, null, `the process exited during ${fault}:\n${service.output()}`)
+  await heal()
+  const backAt = Date.now()
+  await sleep(LOAD_AFTER_MS)
+  running = false
+  await Promise.all(loops)
+
+  // Every keyed create that got no 201 is retried with its key: it must get its one pet, soon.
+  for (const keyed of cell.keyed) {
+    const retried = await retryUntilCreated(cell, keyed)
+    if (keyed.answer !== undefined) {
+      assert.equal(retried.body, keyed.answer, 'a retry of an acknowledged keyed create got another answer')
+      assert.ok(retried.replayed)
+    }
+    cell.acknowledged.set(String((JSON.parse(retried.body) as { id: number }).id), retried.body)
+  }
+  assert.ok(Date.now() - backAt < RETRY_WITHIN_MS + LOAD_AFTER_MS + 5_000, 'keyed retries took too long')
+
+  const stored = await allPets(cell)
+  for (const [id, body] of cell.acknowledged) {
+    assert.equal(stored.get(id), body, `acknowledged pet ${id} is lost or changed after ${fault}`)
+  }
+  const names = [...stored.values()].map((body) => (JSON.parse(body) as { name: string }).name)
+  for (const keyed of cell.keyed) {
+    const name = (JSON.parse(keyed.body) as { name: string }).name
+    assert.equal(names.filter((stored) => stored === name).length, 1, `Idempotency-Key ${keyed.key} made other than one pet`)
+  }
+  const listedAfter = await runCli(['keys', 'list'], env, dir, { timeoutMs: 30_000 })
+  assert.equal(listedAfter.code, 0, `keys list after ${fault}: ${listedAfter.stderr}`)
+
+  assert.equal(service.child.exitCode, null, `the process exited after ${fault}:\n${service.output()}`)
+  assert.doesNotMatch(service.output(), /fatal error|uncaught|unhandled/i, 'the log shows a crash')
+  await stopServer(service)
+  assert.deepEqual(cell.problems, [], `${fault} on ${engine}: answers ${JSON.stringify([...cell.answers])}`)
+  // The fault really was met: some request failed, or the process really ended.
+  const failures = [...cell.answers].filter(([what]) => / (503|409)$/.test(what)).length + cell.connectionErrors.length
+  if (fault !== 'SIGTERM under keep-alive load') assert.ok(failures > 0 || ENDS_PROCESS.has(fault), `${fault} was never felt: ${JSON.stringify([...cell.answers])}`)
+}
