@@ -17,6 +17,7 @@ import { registerJsonBodyParser } from './http/json-body.js'
 import { registerLoadShedding } from './http/load-shedding.js'
 import { createMetrics, type Metrics, registerRequestMetrics } from './http/metrics.js'
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js'
+import type { CertificatePair } from './http/tls.js'
 import { createValidatorCompiler } from './http/validation.js'
 import { createIdempotencyService } from './idempotency/idempotency.service.js'
 import { NewPetSchema, PetSchema, getPetSchema } from './pets/pets.schemas.js'
@@ -45,6 +46,8 @@ export interface AppDeps {
   deprecationRecorder?: DeprecationRecorder
   /** With tracing on: the ids of the request's trace, for its log line. Absent: the line has none. */
   traceIds?: () => { traceId: string; spanId: string } | undefined
+  /** The certificate and key of TLS_CERT_FILE and TLS_KEY_FILE: the API port serves HTTPS. Absent: plain HTTP. */
+  tls?: CertificatePair
 }
 
 /** The one line logged per request. */
@@ -74,6 +77,7 @@ export async function buildApp({
   metrics = createMetrics({ processMetrics: false }),
   deprecationRecorder,
   traceIds,
+  tls,
 }: AppDeps): Promise<FastifyInstance> {
   const { trustProxy } = config
   const app = Fastify({
@@ -96,7 +100,7 @@ export async function buildApp({
     },
     routerOptions: { maxParamLength: 100 },
     trustProxy: typeof trustProxy === 'number' ? (_address: string, hop: number) => hop < trustProxy : trustProxy,
-    serverFactory: (handler) => createHttpServer(handler, config, logger),
+    serverFactory: (handler) => createHttpServer(handler, { timeouts: config.timeouts, tls }, logger),
   })
 
   const sharedSchemas = [ErrorSchema, NewPetSchema, PetSchema]

@@ -7,14 +7,15 @@ import { SCOPES, type Scope, parseScopes } from './api-keys/api-keys.scopes.js'
 import { createApiKeysService, type RotationRefusal } from './api-keys/api-keys.service.js'
 import { buildApp, GET_PET_SUNSET } from './app.js'
 import { systemClock } from './clock.js'
-import { CONFIG_NAMES, type Config, ConfigError, type DatabaseConfig, describeVariable, loadConfig } from './config.js'
+import { CONFIG_NAMES, type Config, ConfigError, type DatabaseConfig, checkHostsResolve, describeVariable, loadConfig } from './config.js'
+import { clearTextWarning, readCertificatePair } from './http/tls.js'
 import { createLogger } from './logger.js'
 import { isWorker, parseWorkers, runPrimary } from './cluster.js'
 import { copyDatabase, type TableSummary } from './copy/copy.service.js'
 import { createDeprecationsService } from './deprecations/deprecations.service.js'
 import { getPetSchema } from './pets/pets.schemas.js'
 import { closeOnSignals, startServer, stopWithNpm } from './server.js'
-import { openMigratedStorage, openStorage } from './storage/open-storage.js'
+import { checkSqliteFolder, openMigratedStorage, openStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
 import type { Tracing } from './tracing/tracing.js'
 
@@ -45,6 +46,12 @@ class UsageError extends Error {
   }
 }
 
+/**
+ * Line breaks, escapes and other controls, and the marks that reorder text on screen: in a key's name they
+ * would break a table or change what a terminal shows.
+ */
+const UNPRINTABLE = /[\p{Cc}\p{Zl}\p{Zp}\u202A-\u202E\u2066-\u2069]/u
+
 const HELP = {
   main: `Usage: petstore <command> [options]
 
@@ -70,7 +77,8 @@ Runs the HTTP service (applying pending migrations first).
 
 It reads these environment variables:
 ${table(CONFIG_NAMES.map((name) => ['', name, describeVariable(name)]))}`,
-  migrate: 'Usage: petstore migrate\n\nApplies pending migrations to the database of DATABASE_URL (creating it if needed).',
+  migrate:
+    'Usage: petstore migrate\n\nApplies pending migrations to the database of DATABASE_URL (creating a SQLite file if needed, in a folder\nthat exists; only the default ./data is made).',
   backup: `Usage: petstore backup <file> [--force]
 
 Copies the SQLite database of DATABASE_URL to <file>: one consistent snapshot, taken while servers
@@ -78,7 +86,8 @@ keep serving and writing (what they write after the backup begins is not in it).
 beside <file> and renamed into place when complete, so <file> is never half a backup.
 Restore: stop the service, replace the database file with the backup, start the service.
 On PostgreSQL, use pg_dump instead (exit 2).
-  --force   Overwrite <file> if it exists (otherwise an existing <file> is refused, exit 1)`,
+  --force   Overwrite <file> if it exists (otherwise an existing <file> is refused, exit 1)
+<file> must be in a folder that exists, and not be a folder itself.`,
   copy: `Usage: petstore copy --from URL --to URL
 
 Copies the pets (with their ids), API keys (hashes, expiry, revocation, rotation, last use),
@@ -109,7 +118,7 @@ Run "petstore keys <command> --help" for the options of each.`,
 
 Creates an API key for the environment of PETSTORE_ENV and prints it once: the key alone is
 the last line of output (or, with --json, the "key" member). Only its SHA-256 hash is kept.
-  --name NAME            Who or what the key is for (1-100 characters)
+  --name NAME            Who or what the key is for (1-100 characters on one line)
   --scope SCOPES         What it may do, comma-separated: pets:read (listPets, getPet),
                          pets:write (createPet). Default pets:read,pets:write
   --expires-in DURATION  Lifetime such as 30m, 12h, 90d or 4w; default: never expires
@@ -167,10 +176,36 @@ function parseArgsMistake(error: NodeJS.ErrnoException): string {
   if (option !== undefined) {
     if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown option "${option}"`
     if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
-      return error.message.includes('argument missing') ? `${option} needs a value` : `${option} takes no value`
+      // "Ambiguous": the next argument is another option (`--name --json`), so the value is missing.
+      return /argument missing|argument is ambiguous/.test(error.message) ? `${option} needs a value` : `${option} takes no value`
     }
   }
   return error.message.replace(/\s*\n\s*/g, ' ')
+}
+
+/**
+ * `--expires-in -1d`, `--workers -1`: a value that begins with a dash, but is none of the command's options,
+ * is passed as the option's value, so that the option's own check says what is wrong with it. parseArgs
+ * would call it ambiguous, and `--name --json` still is: a value is missing there.
+ */
+function attachDashValues(args: string[], options: NonNullable<ParseArgsConfig['options']>): string[] {
+  const isOption = (arg: string) =>
+    arg === '--' ||
+    (arg.startsWith('--') ? (arg.slice(2).split('=')[0] ?? '') in options : Object.values(options).some((o) => arg === `-${o.short ?? ''}`))
+  const attached: string[] = []
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? ''
+    const next = args[i + 1]
+    if (arg === '--') return [...attached, ...args.slice(i)]
+    const option = /^--([^=]+)$/.exec(arg)?.[1]
+    if (option !== undefined && options[option]?.type === 'string' && next?.startsWith('-') === true && !isOption(next)) {
+      attached.push(`${arg}=${next}`)
+      i++
+    } else {
+      attached.push(arg)
+    }
+  }
+  return attached
 }
 
 /** Parses the options of `topic` strictly; exactly `positionals` arguments besides them (none by default). */
@@ -182,7 +217,8 @@ function parse<const O extends NonNullable<ParseArgsConfig['options']>>(
 ) {
   let parsed
   try {
-    parsed = parseArgs({ args, options: { ...helpOption, ...options }, allowPositionals: true, strict: true })
+    const all = { ...helpOption, ...options }
+    parsed = parseArgs({ args: attachDashValues(args, all), options: all, allowPositionals: true, strict: true })
   } catch (error) {
     throw new UsageError(parseArgsMistake(error as NodeJS.ErrnoException), topic)
   }
@@ -212,7 +248,9 @@ function describeKey(key: ApiKey) {
   }
 }
 
-function table(rows: string[][]): string {
+/** Columns padded to their widest cell; a cell's unprintable characters are shown escaped (`\n`, `\u001b`). */
+function table(cells: string[][]): string {
+  const rows = cells.map((row) => row.map((cell) => (UNPRINTABLE.test(cell) ? JSON.stringify(cell).slice(1, -1) : cell)))
   const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length))) ?? []
   return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ').trimEnd()).join('\n')
 }
@@ -321,6 +359,11 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
       if (name === '' || name.length > 100) throw new UsageError('--name is required: 1 to 100 characters', 'keys create')
       // A name is listed and printed by every later command: it must not be where a secret ends up.
       if (containsKey(name)) throw new UsageError('--name must not hold an API key; name the key after who or what uses it', 'keys create')
+      const control = UNPRINTABLE.exec(name)
+      if (control !== null) {
+        const code = `U+${(control[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`
+        throw new UsageError(`--name must be printable text on one line; character ${control.index + 1} is a control character (${code})`, 'keys create')
+      }
       const scopes = scopesOption(values.scope)
       const expiresInMs = values['expires-in'] === undefined ? undefined : parseDuration(values['expires-in'], { topic: 'keys create' })
       const config = loadConfig(io.env, io.cwd)
@@ -497,6 +540,14 @@ async function backupCommand(args: string[], io: CliIo): Promise<0 | 1 | 2> {
   }
   const target = path.resolve(io.cwd, positionals[0] ?? '')
   if (target === database.path) throw new UsageError('the backup file must not be the database itself', 'backup')
+  // Before a page is copied: a whole database copied would otherwise fail at the very end.
+  if (fs.statSync(target, { throwIfNoEntry: false })?.isDirectory() === true) {
+    throw new UsageError(`${target} is a folder; name the file to write, such as ${path.join(target, 'petstore-backup.db')}`, 'backup')
+  }
+  if (!fs.existsSync(path.dirname(target))) {
+    io.stderr(`petstore: cannot write the backup to ${target}: the folder ${path.dirname(target)} does not exist\n`)
+    return 1
+  }
   if (fs.existsSync(target) && values.force !== true) {
     io.stderr(`petstore: ${target} already exists; pass --force to overwrite it\n`)
     return 1
@@ -519,7 +570,7 @@ async function backupCommand(args: string[], io: CliIo): Promise<0 | 1 | 2> {
   } catch (error) {
     progress.end()
     fs.rmSync(partial, { force: true })
-    throw error
+    throw new Error(`cannot write the backup to ${target}: ${(error as Error).message}`, { cause: error })
   } finally {
     await storage.close()
   }
@@ -554,6 +605,7 @@ async function copyCommand(args: string[], io: CliIo): Promise<0 | 1> {
   const from = databaseOption(io, '--from', values.from).database
   const target = databaseOption(io, '--to', values.to)
   if (sameDatabase(from, target.database)) throw new UsageError('--from and --to name the same database', 'copy')
+  checkSqliteFolder(target.database, '--to')
   if (from.engine === 'sqlite' && !fs.existsSync(from.path)) {
     io.stderr(`petstore: there is no SQLite database at ${from.path} to copy (see --from)\n`)
     return 1
@@ -594,6 +646,17 @@ async function copyCommand(args: string[], io: CliIo): Promise<0 | 1> {
   }
 }
 
+/**
+ * A failure to listen on the API port, naming the variable that chose what failed: PORT for a port in
+ * use or not allowed, HOST for an address this machine does not have or a name that does not resolve.
+ */
+function namingListenVariable(error: unknown, config: Config): unknown {
+  const code = (error as NodeJS.ErrnoException).code ?? ''
+  const variable = ['EADDRINUSE', 'EACCES'].includes(code) ? 'PORT' : ['EADDRNOTAVAIL', 'ENOTFOUND'].includes(code) || code.startsWith('EAI_') ? 'HOST' : undefined
+  if (variable === undefined) return error
+  return new Error(`the API listener (${variable}) cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`, { cause: error })
+}
+
 function help(io: CliIo, topic: Topic): 0 {
   io.stdout(HELP[topic] + '\n')
   return 0
@@ -615,11 +678,8 @@ function topicOf(args: string[]): Topic | undefined {
 export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
   const [command, ...rest] = argv
   try {
-    if (command === undefined) {
-      // Asked for nothing: a mistake like any other usage error, so a script that forgot its command fails.
-      io.stderr(`${HELP.main}\n`)
-      return 2
-    }
+    // Asked for nothing: a mistake like any other usage error, so a script that forgot its command fails.
+    if (command === undefined) throw new UsageError('no command given: serve, migrate, backup, copy, openapi, deprecations or keys')
     if (isHelp(command)) return help(io, 'main')
     if (command === 'help') {
       if (rest.length === 0) return help(io, 'main')
@@ -644,14 +704,23 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
           throw new UsageError(`--workers must be a number from 1 to 256 or "auto", got "${values.workers}"`, 'serve')
         }
         const config = loadConfig(io.env, io.cwd)
+        await checkHostsResolve(config)
         const logger = createLogger(config)
-        if (!isWorker()) stopWithNpm(io.env, logger)
+        if (!isWorker()) {
+          stopWithNpm(io.env, logger)
+          const clearText = clearTextWarning(config)
+          if (clearText !== undefined) logger.warn(clearText)
+        }
         if (workers > 1 && !isWorker()) {
+          // Before any fork: a pair that cannot be served stops the primary, not each worker in turn.
+          if (config.tls !== undefined) readCertificatePair(config.tls)
           await runPrimary(config, logger, workers)
           return 'serving'
         }
         // Workers skip migrations: their primary applied them before forking.
-        const server = await startServer(config, logger, { migrate: !isWorker(), tracing: io.tracing })
+        const server = await startServer(config, logger, { migrate: !isWorker(), tracing: io.tracing }).catch((error: unknown) => {
+          throw namingListenVariable(error, config)
+        })
         closeOnSignals(server, config, logger, { worker: isWorker() })
         return 'serving'
       }

@@ -58,14 +58,16 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   const stoppedListening = new WeakSet<Worker>()
   const releaseWhenNoneListens = () => {
     if ([...alive].some((worker) => listening.has(worker) && !stoppedListening.has(worker))) return
-    for (const worker of alive) if (worker.isConnected()) worker.send(ALL_STOPPED_LISTENING)
+    // A worker that exits meanwhile has lost its channel (EPIPE): there is nothing left to tell it, and
+    // without a callback the failure would be an unhandled 'error' that ends the primary.
+    for (const worker of alive) if (worker.isConnected()) worker.send(ALL_STOPPED_LISTENING, ignoreSendError)
   }
   cluster.on('message', (worker, message) => {
     if (message !== STOPPED_LISTENING) return
     stoppedListening.add(worker)
     // A worker stopping alone (not a shutdown of the whole service) leaves the others listening.
     if (stopping) releaseWhenNoneListens()
-    else worker.send(ALL_STOPPED_LISTENING)
+    else worker.send(ALL_STOPPED_LISTENING, ignoreSendError)
   })
   cluster.on('exit', (worker, code, signal) => {
     alive.delete(worker)
@@ -87,6 +89,14 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
       process.exit(failed ? 1 : 0)
     }
   })
+  // Each worker serves TLS with its own copy of the certificate and watches its files; SIGHUP, sent to
+  // the primary (systemd's ExecReload, an operator's kill -HUP), would otherwise end it and the service.
+  // Only to workers that listen: one still starting would be ended by it, and reads the files itself.
+  if (config.tls !== undefined) {
+    process.on('SIGHUP', () => {
+      for (const worker of alive) if (listening.has(worker)) worker.process.kill('SIGHUP')
+    })
+  }
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.on(signal, () => {
       if (!stopping) {
@@ -101,6 +111,8 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
 }
 
 export const isWorker = (): boolean => cluster.isWorker
+
+const ignoreSendError = (): void => {}
 
 const STOPPED_LISTENING = 'petstore:stopped-listening'
 const ALL_STOPPED_LISTENING = 'petstore:all-stopped-listening'

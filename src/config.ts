@@ -1,3 +1,5 @@
+import { lookup } from 'node:dns/promises'
+import net from 'node:net'
 import path from 'node:path'
 
 const ENVIRONMENTS = ['production', 'staging'] as const
@@ -31,7 +33,15 @@ export interface TracingConfig {
 }
 
 export type DatabaseConfig =
-  | { engine: 'sqlite'; path: string }
+  | {
+      engine: 'sqlite'
+      path: string
+      /**
+       * The folder is made if missing: only for the unset default. A path the operator wrote must be in a
+       * folder that exists, so that a typo in it stops the service instead of starting an empty store.
+       */
+      createFolder?: boolean
+    }
   | { engine: 'postgres'; url: string; poolSize: number }
 
 export interface Config {
@@ -85,6 +95,8 @@ export interface Config {
   }
   /** Undefined unless an OTLP endpoint is set: then nothing of OpenTelemetry is loaded. */
   readonly tracing: TracingConfig | undefined
+  /** The certificate and key the API port serves HTTPS with (absolute paths); undefined: plain HTTP. */
+  readonly tls: Readonly<{ certFile: string; keyFile: string }> | undefined
 }
 
 /** Thrown by `loadConfig` with the name of the variable at fault. */
@@ -126,7 +138,7 @@ export type ConfigVariable = {
  */
 export const CONFIG_VARIABLES = {
   PORT: { describe: 'TCP port to listen on', min: 1, max: 65535, default: '8080' },
-  HOST: { describe: 'Address to listen on; 0.0.0.0 is all interfaces', default: '0.0.0.0' },
+  HOST: { describe: 'Address to listen on, an IP address or a host name; 0.0.0.0 is all interfaces', default: '0.0.0.0' },
   DATABASE_URL: {
     describe:
       '`sqlite:///abs/path.db` for another SQLite file; `postgres://user:password@host:5432/db` (or `postgresql://`) for PostgreSQL',
@@ -202,7 +214,7 @@ export const CONFIG_VARIABLES = {
     max: 65535,
     default: '9464',
   },
-  METRICS_HOST: { describe: 'Address the metrics listener listens on', unset: 'Default HOST' },
+  METRICS_HOST: { describe: 'Address the metrics listener listens on, an IP address or a host name', unset: 'Default HOST' },
   LISTEN_BACKLOG: {
     describe:
       'Connections the kernel queues for the API port until the service accepts them; Linux caps it at net.core.somaxconn',
@@ -245,6 +257,12 @@ export const CONFIG_VARIABLES = {
     describe: 'The ratio of new traces the `traceidratio` samplers keep, from 0 to 1',
     unset: 'Default 1.0',
   },
+  TLS_CERT_FILE: {
+    describe:
+      'PEM certificate chain (leaf first) the API port serves HTTPS with, together with TLS_KEY_FILE; reloaded when the file changes or on SIGHUP',
+    unset: 'Unset: plain HTTP, for a deployment behind a proxy that terminates TLS',
+  },
+  TLS_KEY_FILE: { describe: 'PEM private key of TLS_CERT_FILE', unset: 'Unset: plain HTTP' },
 } as const satisfies Record<string, ConfigVariable>
 
 type Table = typeof CONFIG_VARIABLES
@@ -291,7 +309,7 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
   if (production !== undefined) servers.production = production
   if (staging !== undefined) servers.staging = staging
 
-  const host = textOrDefault(env, 'HOST')
+  const host = hostVar(env, 'HOST') ?? CONFIG_VARIABLES.HOST.default
   const maxHeapUsedMb = nonEmpty(env, 'OVERLOAD_MAX_HEAP_MB')
 
   return Object.freeze({
@@ -321,7 +339,53 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
       maxHeapUsedMb: maxHeapUsedMb === undefined ? undefined : integer('OVERLOAD_MAX_HEAP_MB', maxHeapUsedMb),
     }),
     tracing: tracingVar(env),
+    tls: tlsVar(env, cwd),
   })
+}
+
+/**
+ * Resolves HOST and METRICS_HOST when they are names, before anything listens: otherwise a name that
+ * does not resolve stops the service with `getaddrinfo ENOTFOUND …`, which names no variable.
+ */
+export async function checkHostsResolve(config: Config, resolve: (host: string) => Promise<unknown> = lookup): Promise<void> {
+  const hosts: [VariableName, string][] = [['HOST', config.host]]
+  if (config.metrics !== undefined && config.metrics.host !== config.host) hosts.push(['METRICS_HOST', config.metrics.host])
+  for (const [name, host] of hosts) {
+    if (net.isIP(host) !== 0) continue
+    try {
+      await resolve(host)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message
+      throw new ConfigError(name, `names a host that does not resolve, got "${host}" (${code})`)
+    }
+  }
+}
+
+/** Both files or neither: half a pair would serve nothing, and plain HTTP would hide the mistake. */
+function tlsVar(env: Env, cwd: string): Config['tls'] {
+  const certFile = nonEmpty(env, 'TLS_CERT_FILE')
+  const keyFile = nonEmpty(env, 'TLS_KEY_FILE')
+  if (certFile === undefined && keyFile === undefined) return undefined
+  if (certFile === undefined) throw new ConfigError('TLS_CERT_FILE', 'must be set when TLS_KEY_FILE is: the certificate of that key')
+  if (keyFile === undefined) throw new ConfigError('TLS_KEY_FILE', 'must be set when TLS_CERT_FILE is: the private key of that certificate')
+  return Object.freeze({ certFile: path.resolve(cwd, certFile), keyFile: path.resolve(cwd, keyFile) })
+}
+
+/**
+ * An address to listen on: an IP literal, or a host name as RFC 1123 writes one. A dotted name whose
+ * last label is a number is an IPv4 address or nothing (RFC 3696 §2), so `999.1.1.1` is refused here
+ * rather than sent to the resolver.
+ */
+function hostVar(env: Env, name: 'HOST' | 'METRICS_HOST'): string | undefined {
+  const text = nonEmpty(env, name)
+  if (text === undefined || net.isIP(text) !== 0) return text
+  const labels = text.replace(/\.$/, '').split('.')
+  const valid =
+    text.length <= 253 &&
+    labels.every((label) => /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/.test(label)) &&
+    !/^[0-9]+$/.test(labels.at(-1) ?? '')
+  if (!valid) throw new ConfigError(name, `must be an IP address (such as 0.0.0.0, 127.0.0.1 or ::) or a host name, got "${text}"`)
+  return text
 }
 
 /**
@@ -393,7 +457,7 @@ function metricsVar(env: Env, port: number, host: string): Config['metrics'] {
   if (text === 'off') return undefined
   const metricsPort = integer('METRICS_PORT', text, ', or off')
   if (metricsPort === port) throw new ConfigError('METRICS_PORT', `must differ from PORT (${port}), or be off`)
-  return Object.freeze({ port: metricsPort, host: nonEmpty(env, 'METRICS_HOST') ?? host, chosen: nonEmpty(env, 'METRICS_PORT') !== undefined })
+  return Object.freeze({ port: metricsPort, host: hostVar(env, 'METRICS_HOST') ?? host, chosen: nonEmpty(env, 'METRICS_PORT') !== undefined })
 }
 
 function redisVar(env: Env): string | undefined {
@@ -451,9 +515,16 @@ function timeoutsVar(env: Env): Config['timeouts'] {
   return Object.freeze({ requestMs, headersMs, keepAliveMs: integerVar(env, 'KEEP_ALIVE_TIMEOUT_MS') })
 }
 
+/**
+ * The variable's text as given, or undefined when it is unset or empty (`PORT=` in an env file, as
+ * OpenTelemetry's rules for its variables also say). Spaces around a value are refused, whatever the
+ * variable, rather than trimmed for some and kept by others; the value is not echoed, as it may be a secret.
+ */
 function nonEmpty(env: Env, name: VariableName): string | undefined {
   const value = env[name]
-  return value === undefined || value.trim() === '' ? undefined : value.trim()
+  if (value === undefined || value === '') return undefined
+  if (value.trim() !== value) throw new ConfigError(name, 'has spaces or other white space around its value: remove them')
+  return value
 }
 
 /** The variable's text, or the default of the table when it is unset or blank. */
@@ -465,11 +536,15 @@ function integerVar(env: Env, name: IntegerName & WithDefault): number {
   return integer(name, textOrDefault(env, name))
 }
 
-/** `text` as an integer within the range of `name` in the table; `alternative` names what else it may be. */
+/**
+ * `text` as an integer within the range of `name` in the table; `alternative` names what else it may be.
+ * The one parser of every integer variable: decimal digits only, so no sign, no leading zero (`041291`
+ * is octal to some tools and a typo to most), no exponent and no fraction.
+ */
 function integer(name: IntegerName, text: string, alternative = ''): number {
   const { min, max } = CONFIG_VARIABLES[name]
-  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
-    throw new ConfigError(name, `must be an integer from ${min} to ${max}${alternative}, got "${text}"`)
+  if (!/^(0|[1-9][0-9]*)$/.test(text) || Number(text) < min || Number(text) > max) {
+    throw new ConfigError(name, `must be a whole number from ${min} to ${max} in plain digits${alternative}, got "${text}"`)
   }
   return Number(text)
 }
@@ -516,7 +591,9 @@ function instantVar(env: Env, name: WithDefault): Date {
 
 function databaseVar(env: Env, cwd: string): DatabaseConfig {
   const text = nonEmpty(env, 'DATABASE_URL')
-  if (text === undefined) return { engine: 'sqlite', path: path.join(cwd, 'data', 'petstore.db') }
+  // Checked whichever the engine: a mistake shows before the day the deployment moves to PostgreSQL.
+  const poolSize = integerVar(env, 'DATABASE_POOL_SIZE')
+  if (text === undefined) return { engine: 'sqlite', path: path.join(cwd, 'data', 'petstore.db'), createFolder: true }
   if (text.startsWith('sqlite://')) {
     const file = decodeURIComponent(text.slice('sqlite://'.length))
     if (!path.isAbsolute(file)) {
@@ -526,7 +603,7 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
   }
   if (/^postgres(ql)?:\/\//.test(text)) {
     if (parsedUrl(text) === undefined) throw new ConfigError('DATABASE_URL', `is not a valid URL (got "${withoutPassword(text)}")`)
-    return { engine: 'postgres', url: text, poolSize: integerVar(env, 'DATABASE_POOL_SIZE') }
+    return { engine: 'postgres', url: text, poolSize }
   }
   throw new ConfigError(
     'DATABASE_URL',

@@ -7,6 +7,7 @@ import { isWorker, noWorkerListening } from './cluster.js'
 import type { Config } from './config.js'
 import { followConnections } from './http/connection-drain.js'
 import { createMetrics } from './http/metrics.js'
+import { readCertificatePair, reloadCertificates } from './http/tls.js'
 import { type MetricsListener, answerReadinessForPrimary, appReadiness, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage, openStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
@@ -31,6 +32,8 @@ export async function startServer(
   logger: Logger,
   { migrate = true, tracing }: { migrate?: boolean; tracing?: Tracing } = {},
 ): Promise<RunningServer> {
+  // Read before the database is opened: a certificate that cannot be served stops the start, naming its variable.
+  const certificates = config.tls === undefined ? undefined : readCertificatePair(config.tls)
   let storage: Storage
   if (migrate) {
     const opened = await openMigratedStorage(config.database)
@@ -43,7 +46,7 @@ export async function startServer(
   let draining = false
   const metrics = createMetrics()
   // getPet calls are counted by the app's own recorder, which app.close() flushes while the database is still open.
-  const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, traceIds: tracing?.currentIds })
+  const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, traceIds: tracing?.currentIds, tls: certificates })
   let metricsListener: MetricsListener | undefined
   let appClosed = false
   const readiness = appReadiness(app, () => appClosed)
@@ -57,14 +60,16 @@ export async function startServer(
   try {
     // Node's default backlog (511) overflows when hundreds of clients connect at once: the kernel
     // then drops their SYNs and each waits 1 s or more to retry before it is even accepted.
-    await app.listen({ port: config.port, host: config.host, backlog: config.listenBacklog })
+    await app.listen({ port: config.port, host: config.host, backlog: config.listenBacklog, listenTextResolver: listenText(certificates !== undefined) })
   } catch (error) {
     await metricsListener?.close()
     throw error
   }
+  const reloading = config.tls === undefined || certificates === undefined ? undefined : reloadCertificates(app.server, config.tls, certificates, logger)
   return {
     app,
     async close() {
+      reloading?.close()
       // The load balancer learns from /readyz that this instance is going and stops sending new
       // connections, while the connections it has keep being served as usual: one closed now would
       // only come back as a new connection, and be reset if it still waited in the kernel's accept
@@ -86,6 +91,9 @@ export async function startServer(
   }
 }
 
+/** Fastify's "listening" line, with the scheme it cannot know: the server factory makes the HTTPS server. */
+const listenText = (secure: boolean) => (address: string) => `Server listening at ${secure ? address.replace(/^http:/, 'https:') : address}`
+
 /**
  * On SIGTERM or SIGINT: drain, stop accepting, finish in-flight requests, close the database,
  * exit 0. If that takes longer than the drain plus the shutdown timeout, exit 1.
@@ -100,7 +108,9 @@ export function closeOnSignals(
   // SIGINT to every worker directly; obeying both would count as a second signal and exit 1.
   if (worker) process.on('SIGINT', () => {})
   const delay = config.shutdownDrainMs + config.shutdownTimeoutMs
-  closeWithGrace({ delay, logger, skip: worker ? ['SIGINT'] : [] }, async ({ signal, err }) => {
+  // Serving TLS, SIGHUP reloads the certificate (src/http/tls.ts) as it makes nginx reload, rather than stop.
+  const skip = [...(worker ? ['SIGINT' as const] : []), ...(config.tls === undefined ? [] : ['SIGHUP' as const])]
+  closeWithGrace({ delay, logger, skip }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
     else logger.info({ signal }, 'shutting down')
     await server.close()

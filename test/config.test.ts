@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { CONFIG_NAMES, CONFIG_VARIABLES, type ConfigVariable, ConfigError, loadConfig, variableDefault, variableRange } from '../src/config.js'
+import { CONFIG_NAMES, CONFIG_VARIABLES, type ConfigVariable, ConfigError, checkHostsResolve, loadConfig, variableDefault, variableRange } from '../src/config.js'
 import { ROOT } from './helper.js'
 
 describe('configuration', () => {
@@ -10,7 +10,7 @@ describe('configuration', () => {
     const config = loadConfig({}, '/srv/petstore')
     assert.equal(config.port, 8080)
     assert.equal(config.host, '0.0.0.0')
-    assert.deepEqual(config.database, { engine: 'sqlite', path: '/srv/petstore/data/petstore.db' })
+    assert.deepEqual(config.database, { engine: 'sqlite', path: '/srv/petstore/data/petstore.db', createFolder: true })
     assert.equal(config.environment, 'production')
     assert.equal(config.publicBaseUrl, 'http://localhost:8080')
     assert.deepEqual(config.servers, { production: 'http://localhost:8080' })
@@ -66,6 +66,11 @@ describe('configuration', () => {
     ['PORT', '0'],
     ['PORT', '65536'],
     ['PORT', '80.5'],
+    ['HOST', '999.1.1.1'],
+    ['HOST', 'example .org'],
+    ['HOST', '[::1]'],
+    ['METRICS_HOST', '1.2.3'],
+    ['METRICS_HOST', 'host_name.internal'],
     ['PETSTORE_ENV', 'prod'],
     ['LOG_LEVEL', 'verbose'],
     ['DATABASE_URL', 'mysql://db/petstore'],
@@ -196,7 +201,6 @@ describe('configuration', () => {
   it('enforces the range of every integer variable that the help and the docs show', () => {
     // Values at the edges of one range would break a rule between two variables; these keep them apart.
     const besides: Partial<Record<string, Record<string, string>>> = {
-      DATABASE_POOL_SIZE: { DATABASE_URL: 'postgres://db.internal/petstore' },
       REQUEST_TIMEOUT_MS: { HEADERS_TIMEOUT_MS: '1000' },
       HEADERS_TIMEOUT_MS: { REQUEST_TIMEOUT_MS: '600000' },
     }
@@ -214,6 +218,119 @@ describe('configuration', () => {
         )
       }
     }
+  })
+})
+
+/** A value each variable accepts, for the variables without a default: the grids below spoil it. */
+const SAMPLES: Partial<Record<(typeof CONFIG_NAMES)[number], string>> = {
+  DATABASE_URL: 'sqlite:///srv/petstore.db',
+  PUBLIC_BASE_URL: 'https://api.example.com',
+  PRODUCTION_BASE_URL: 'https://api.example.com',
+  STAGING_BASE_URL: 'https://staging.example.com',
+  REDIS_URL: 'redis://cache.internal:6379',
+  TRUST_PROXY: '10.0.0.0/8',
+  CORS_ORIGINS: 'https://app.example.com',
+  METRICS_HOST: '127.0.0.1',
+  OVERLOAD_MAX_HEAP_MB: '512',
+  OTEL_EXPORTER_OTLP_ENDPOINT: 'http://localhost:4318',
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://localhost:4318/v1/traces',
+  OTEL_EXPORTER_OTLP_HEADERS: 'x-team=pets',
+  OTEL_RESOURCE_ATTRIBUTES: 'service.namespace=shop',
+  OTEL_TRACES_SAMPLER_ARG: '0.5',
+  TLS_CERT_FILE: '/etc/petstore/cert.pem',
+  TLS_KEY_FILE: '/etc/petstore/key.pem',
+}
+
+/** Variables that are only accepted with another one: the pair of a TLS file. */
+const COMPANIONS: Partial<Record<string, Record<string, string>>> = {
+  TLS_CERT_FILE: { TLS_KEY_FILE: '/etc/petstore/key.pem' },
+  TLS_KEY_FILE: { TLS_CERT_FILE: '/etc/petstore/cert.pem' },
+}
+
+/**
+ * Bad values made from the table itself: white space around a good value for every variable; for an
+ * integer, a sign, a leading zero, each side of its range, a huge number, a fraction, an exponent, hex
+ * and words; for a list of values, one that is not in it and one in the wrong case.
+ */
+function badValues(name: (typeof CONFIG_NAMES)[number]): string[] {
+  const variable: ConfigVariable = CONFIG_VARIABLES[name]
+  const good = variable.default ?? SAMPLES[name] ?? ''
+  const values = [' ', '\t', ` ${good}`, `${good} `, `${good}\n`]
+  if (variable.min !== undefined && variable.max !== undefined) {
+    const inside = String(Math.max(variable.min, 1))
+    values.push(`+${inside}`, `-${inside}`, `0${inside}`, ` ${inside}`, String(variable.max + 1), '99999999999999999999999')
+    if (variable.min > 0) values.push(String(variable.min - 1))
+    values.push(`${inside}.0`, '1e3', '0x10', '1_000', 'abc', '١٢')
+  }
+  if (variable.values !== undefined) values.push('none-of-these', (variable.values[0] ?? '').toUpperCase())
+  return values
+}
+
+describe('every variable, checked the same way whichever the engine', () => {
+  const engines = { sqlite: 'sqlite:///srv/petstore.db', postgres: 'postgres://db.internal/petstore' }
+
+  it('has a sample value for every variable without a default', () => {
+    for (const name of CONFIG_NAMES) {
+      const variable: ConfigVariable = CONFIG_VARIABLES[name]
+      const env = { ...COMPANIONS[name], [name]: variable.default ?? SAMPLES[name] ?? '' }
+      assert.ok(variable.default !== undefined || SAMPLES[name] !== undefined, `add a sample value for ${name}`)
+      assert.doesNotThrow(() => loadConfig(env, '/'), `${name}=${env[name]}`)
+    }
+  })
+
+  for (const [engine, url] of Object.entries(engines)) {
+    for (const name of CONFIG_NAMES) {
+      const bad = badValues(name)
+      it(`refuses ${bad.length} bad values of ${name} on ${engine}, naming ${name}`, () => {
+        for (const value of bad) {
+          const env = { DATABASE_URL: url, ...COMPANIONS[name], [name]: value }
+          assert.throws(
+            () => loadConfig(env, '/'),
+            (error: unknown) => error instanceof ConfigError && error.variable === name && error.message.startsWith(`${name} `),
+            `${name}=${JSON.stringify(value)} on ${engine}`,
+          )
+        }
+      })
+    }
+
+    it(`treats an empty variable as unset, every one of them, on ${engine}`, () => {
+      const unset = loadConfig({ DATABASE_URL: url }, '/')
+      for (const name of CONFIG_NAMES) {
+        if (name === 'DATABASE_URL') continue
+        assert.deepEqual(loadConfig({ DATABASE_URL: url, [name]: '' }, '/'), unset, name)
+      }
+    })
+  }
+
+  it('refuses half a TLS pair, naming the file that is missing', () => {
+    assert.throws(() => loadConfig({ TLS_CERT_FILE: '/etc/petstore/cert.pem' }, '/'), (error: unknown) => error instanceof ConfigError && error.variable === 'TLS_KEY_FILE')
+    assert.throws(() => loadConfig({ TLS_KEY_FILE: '/etc/petstore/key.pem' }, '/'), (error: unknown) => error instanceof ConfigError && error.variable === 'TLS_CERT_FILE')
+    assert.deepEqual(loadConfig({ TLS_CERT_FILE: 'tls/cert.pem', TLS_KEY_FILE: '/etc/key.pem' }, '/srv/petstore').tls, {
+      certFile: '/srv/petstore/tls/cert.pem',
+      keyFile: '/etc/key.pem',
+    })
+  })
+
+  it('accepts IP addresses and host names as HOST and METRICS_HOST', () => {
+    for (const host of ['0.0.0.0', '127.0.0.1', '::', '::1', 'fe80::1', 'localhost', 'api.internal', 'pets-1.example.org.', '10.0.0.1']) {
+      assert.equal(loadConfig({ HOST: host }, '/').host, host)
+      assert.equal(loadConfig({ METRICS_HOST: host }, '/').metrics?.host, host)
+    }
+  })
+
+  it('names HOST when its name does not resolve, and METRICS_HOST for its own', async () => {
+    const unresolvable = async (host: string) => {
+      if (host.endsWith('.invalid')) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' })
+    }
+    await checkHostsResolve(loadConfig({ HOST: 'localhost' }, '/'), unresolvable)
+    await assert.rejects(
+      checkHostsResolve(loadConfig({ HOST: 'api.invalid' }, '/'), unresolvable),
+      (error: unknown) => error instanceof ConfigError && error.variable === 'HOST' && error.message.includes('api.invalid'),
+    )
+    await assert.rejects(
+      checkHostsResolve(loadConfig({ HOST: '127.0.0.1', METRICS_HOST: 'metrics.invalid' }, '/'), unresolvable),
+      (error: unknown) => error instanceof ConfigError && error.variable === 'METRICS_HOST',
+    )
   })
 })
 

@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
-import { loadConfig } from '../src/config.js'
+import { ConfigError, loadConfig } from '../src/config.js'
 import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../src/storage/open-storage.js'
 import { tempDir } from './helper.js'
@@ -18,10 +18,31 @@ describe('SQLite storage', () => {
     assert.ok(fs.statSync(path.join(dir, 'data', 'petstore.db')).isFile())
   })
 
+  it('refuses a SQLite file in a folder that does not exist, naming DATABASE_URL, and creates nothing', async (t) => {
+    const dir = tempDir()
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+    const file = path.join(dir, 'petstor', 'petstore.db')
+    await assert.rejects(
+      openStorage(loadConfig({ DATABASE_URL: `sqlite://${file}` }, dir).database),
+      (error: unknown) =>
+        error instanceof ConfigError && error.variable === 'DATABASE_URL' && error.message.includes(file) && error.message.includes('does not exist'),
+    )
+    assert.equal(fs.existsSync(path.dirname(file)), false)
+  })
+
+  it('creates a new SQLite file in a folder that exists', async (t) => {
+    const dir = tempDir()
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+    const storage = await openStorage(loadConfig({ DATABASE_URL: `sqlite://${dir}/pets.db` }, dir).database)
+    await storage.migrate()
+    await storage.close()
+    assert.ok(fs.statSync(path.join(dir, 'pets.db')).isFile())
+  })
+
   it('applies migrations once and then finds nothing to do, across reopenings', async (t) => {
     const dir = tempDir()
     t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
-    const database = { engine: 'sqlite' as const, path: path.join(dir, 'nested', 'pets.db') }
+    const database = { engine: 'sqlite' as const, path: path.join(dir, 'nested', 'pets.db'), createFolder: true }
     const first = await openStorage(database)
     assert.deepEqual(await first.migrate(), Object.keys(sqliteMigrations))
     assert.deepEqual(await first.migrate(), [])

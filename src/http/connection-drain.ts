@@ -37,7 +37,8 @@ export interface ConnectionDrain {
 export function followConnections(server: Server, now: () => number = () => performance.now()): ConnectionDrain {
   const connections = new Map<Socket, ConnectionState>()
   let closing = false
-  server.on('connection', (socket: Socket) => {
+  // Over TLS (src/http/tls.ts) requests arrive on the TLS socket that wraps the TCP one: that is the one to follow.
+  server.on('setSecureContext' in server ? 'secureConnection' : 'connection', (socket: Socket) => {
     connections.set(socket, { answering: new Set(), bytesSeen: 0, quietSince: now() })
     socket.once('close', () => connections.delete(socket))
   })

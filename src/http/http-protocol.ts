@@ -6,6 +6,7 @@ import type { FastifyBaseLogger, onRequestHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { sendError } from './error-handler.js'
 import { http } from './node-http.js'
+import { type CertificatePair, STRICT_TRANSPORT_SECURITY, createHttpsServer } from './tls.js'
 
 /*
  * HTTP/1.1 as the service speaks it: what Node's HTTP layer would answer on its own (an empty 400 for a
@@ -30,13 +31,16 @@ const SINGLE_HEADERS = new Set(['host', 'authorization', 'content-type', 'idempo
 
 export interface HttpServerOptions {
   timeouts: { requestMs: number; headersMs: number; keepAliveMs: number }
+  /** Serve HTTPS with this pair (src/http/tls.ts); absent: plain HTTP. */
+  tls?: CertificatePair
 }
 
 /** The headers and body of an answer the service gives before Fastify has a request: it then closes. */
-function closingAnswer(error: ApiError): { headers: Record<string, string>; text: string } {
+function closingAnswer(error: ApiError, socket: Duplex | null): { headers: Record<string, string>; text: string } {
   const text = JSON.stringify(error.toBody())
   const headers = {
     ...error.headers,
+    ...(socket !== null && 'encrypted' in socket ? { 'Strict-Transport-Security': STRICT_TRANSPORT_SECURITY } : {}),
     'X-Request-Id': randomUUID(),
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': String(Buffer.byteLength(text)),
@@ -48,7 +52,7 @@ function closingAnswer(error: ApiError): { headers: Record<string, string>; text
 
 /** Writes `error` on a socket that no HTTP response owns (a parse error, CONNECT), then closes it. */
 function answerOnSocket(socket: Duplex, error: ApiError): void {
-  const { headers, text } = closingAnswer(error)
+  const { headers, text } = closingAnswer(error, socket)
   const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`)
   socket.end(`HTTP/1.1 ${error.status} ${http.STATUS_CODES[error.status]}\r\n${lines.join('')}\r\n${text}`)
 }
@@ -122,32 +126,32 @@ function lingerBeforeClosing(socket: Socket): void {
  * The Node server under Fastify: the timeouts that cut slow clients off, and every answer Node would
  * otherwise give by itself (or not give) in the service's error shape.
  */
-export function createHttpServer(handler: RequestListener, { timeouts }: HttpServerOptions, logger: FastifyBaseLogger): Server {
-  const server = http.createServer(
-    {
-      requestTimeout: timeouts.requestMs,
-      headersTimeout: timeouts.headersMs,
-      keepAliveTimeout: timeouts.keepAliveMs,
-      // Node enforces the request and headers timeouts only at this interval (30 s by default).
-      connectionsCheckingInterval: 500,
-      // Node's answer to a missing Host is an empty 400: protocolChecks gives ours instead.
-      requireHostHeader: false,
-    },
-    (request, response) => {
-      currentRequest.set(request.socket, request)
-      handler(request, response)
-    },
-  )
+export function createHttpServer(handler: RequestListener, { timeouts, tls }: HttpServerOptions, logger: FastifyBaseLogger): Server {
+  const options = {
+    requestTimeout: timeouts.requestMs,
+    headersTimeout: timeouts.headersMs,
+    keepAliveTimeout: timeouts.keepAliveMs,
+    // Node enforces the request and headers timeouts only at this interval (30 s by default).
+    connectionsCheckingInterval: 500,
+    // Node's answer to a missing Host is an empty 400: protocolChecks gives ours instead.
+    requireHostHeader: false,
+  }
+  const listener: RequestListener = (request, response) => {
+    currentRequest.set(request.socket, request)
+    handler(request, response)
+  }
+  const server = tls === undefined ? http.createServer(options, listener) : createHttpsServer(options, tls, listener)
   // Every header line reaches protocolChecks, which refuses more than MAX_HEADER_LINES: Node would drop
   // the lines past its limit silently, an Authorization or Idempotency-Key among them. The size of the
   // header block (16 KiB) still bounds them.
   server.maxHeadersCount = 0
-  server.on('connection', lingerBeforeClosing)
+  // Over TLS, HTTP runs on the TLS socket that wraps the TCP one: that is the socket HTTP ends.
+  server.on(tls === undefined ? 'connection' : 'secureConnection', lingerBeforeClosing)
   // Expect: 100-continue is met by Node; anything else is 417, which Node would send empty.
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
     currentRequest.set(request.socket, request)
     const error = new ApiError('expectation_failed', 'The only expectation this service meets is "Expect: 100-continue".')
-    const { headers, text } = closingAnswer(error)
+    const { headers, text } = closingAnswer(error, request.socket)
     logger.info({ reqId: headers['X-Request-Id'], method: request.method, route: null, status: error.status, code: error.code }, 'request')
     response.writeHead(error.status, headers).end(text)
   })

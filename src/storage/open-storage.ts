@@ -1,15 +1,34 @@
-import type { DatabaseConfig } from '../config.js'
+import fs from 'node:fs'
+import path from 'node:path'
+import { ConfigError, type DatabaseConfig } from '../config.js'
 import type { Storage } from './storage.js'
 
-/** Opens the configured engine. Nothing is created or migrated until `migrate()`. */
-export async function openStorage(database: DatabaseConfig): Promise<Storage> {
+/**
+ * Opens the configured engine. Nothing is migrated until `migrate()`. A SQLite file is created in its
+ * folder if missing, but the folder only for the unset default: `named` (DATABASE_URL unless a command
+ * line option gave the URL) is blamed for a folder that does not exist.
+ */
+export async function openStorage(database: DatabaseConfig, named = 'DATABASE_URL'): Promise<Storage> {
   // Each engine's driver is loaded only when it is the configured one: memory is part of the budget.
   if (database.engine === 'sqlite') {
+    if (database.createFolder === true) fs.mkdirSync(path.dirname(database.path), { recursive: true })
+    else checkSqliteFolder(database, named)
     const { openSqliteStorage } = await import('./sqlite/sqlite-storage.js')
     return openSqliteStorage(database.path)
   }
   const { openPostgresStorage } = await import('./postgres/postgres-storage.js')
   return openPostgresStorage(database.url, database.poolSize)
+}
+
+/** Throws, naming `named`, if `database` is a SQLite file whose folder does not exist (and is not to be made). */
+export function checkSqliteFolder(database: DatabaseConfig, named: string): void {
+  if (database.engine !== 'sqlite' || database.createFolder === true || database.path === ':memory:') return
+  const folder = path.dirname(database.path)
+  if (fs.existsSync(folder)) return
+  throw new ConfigError(
+    named,
+    `names ${database.path}, in a folder that does not exist: create ${folder} first if the database belongs there (mkdir -p ${folder}), or correct the path`,
+  )
 }
 
 /**
@@ -21,7 +40,7 @@ export async function openMigratedStorage(
   database: DatabaseConfig,
   named = 'DATABASE_URL',
 ): Promise<{ storage: Storage; applied: string[] }> {
-  const storage = await openStorage(database)
+  const storage = await openStorage(database, named)
   try {
     return { storage, applied: await storage.migrate() }
   } catch (error) {

@@ -1,5 +1,3 @@
-import fs from 'node:fs'
-import path from 'node:path'
 import Sqlite from 'better-sqlite3'
 import { createSqliteApiKeysRepository } from '../../api-keys/api-keys.repository.sqlite.js'
 import { createSqliteCopyRepository } from '../../copy/copy.repository.sqlite.js'
@@ -26,9 +24,8 @@ function recordedMigrations(db: Sqlite.Database): string[] {
 /** Pages copied per turn of the event loop by `backup` (4 KiB each: 4 MiB). */
 const BACKUP_PAGES_PER_STEP = 1024
 
-/** Opens (creating if needed) the SQLite file. Repositories are prepared after `migrate()`. */
+/** Opens (creating if needed) the SQLite file in a folder that exists. Repositories are prepared after `migrate()`. */
 export function openSqliteStorage(file: string): Storage {
-  fs.mkdirSync(path.dirname(file), { recursive: true })
   const db = new Sqlite(file)
   db.pragma('journal_mode = WAL')
   // FULL: a commit is on disk before the 201 leaves, even across power loss, not only a crash.

@@ -1,0 +1,165 @@
+import { X509Certificate, createPrivateKey } from 'node:crypto'
+import fs from 'node:fs'
+import type { RequestListener, Server, ServerOptions } from 'node:http'
+import net from 'node:net'
+import path from 'node:path'
+import type { Server as TlsServer } from 'node:tls'
+import type { FastifyBaseLogger } from 'fastify'
+import { type Config, ConfigError } from '../config.js'
+
+/*
+ * HTTPS on the API port, for the deployment with no proxy in front (README, "TLS: in front or in the
+ * service"). The certificate and key are files, reloaded without a restart, so that a renewal (every
+ * few weeks with Let's Encrypt) drops no connection: connections already open keep the pair they
+ * were made with, new ones get the new pair.
+ */
+
+/**
+ * Sent on every answer over TLS. Two years: RFC 6797 sets no figure, and browsers' preload list asks for
+ * at least one; a shorter age would let a browser fall back to plain HTTP, and keys with it, between
+ * visits weeks apart. Without includeSubDomains: the API's host says nothing about the TLS of hosts
+ * under it, which other teams may run.
+ */
+export const STRICT_TRANSPORT_SECURITY = 'max-age=63072000'
+
+type TlsFiles = NonNullable<Config['tls']>
+
+/** A certificate and its key, as served; `fingerprint` (SHA-256) and `validTo` identify it in logs. */
+export interface CertificatePair {
+  readonly cert: Buffer
+  readonly key: Buffer
+  readonly fingerprint: string
+  readonly validTo: string
+}
+
+function readPem(variable: 'TLS_CERT_FILE' | 'TLS_KEY_FILE', file: string): Buffer {
+  try {
+    return fs.readFileSync(file)
+  } catch (error) {
+    throw new ConfigError(variable, `names ${file}, which cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+}
+
+/**
+ * Reads the pair and checks it as a TLS handshake would need it: a PEM certificate, a PEM private key
+ * without passphrase, and the one belonging to the other. A failure names the variable; the key's
+ * content is never part of a message.
+ */
+export function readCertificatePair(files: TlsFiles): CertificatePair {
+  const cert = readPem('TLS_CERT_FILE', files.certFile)
+  const key = readPem('TLS_KEY_FILE', files.keyFile)
+  let certificate: X509Certificate
+  try {
+    certificate = new X509Certificate(cert)
+  } catch {
+    throw new ConfigError('TLS_CERT_FILE', `names ${files.certFile}, which holds no PEM certificate`)
+  }
+  let privateKey: ReturnType<typeof createPrivateKey>
+  try {
+    privateKey = createPrivateKey(key)
+  } catch {
+    throw new ConfigError('TLS_KEY_FILE', `names ${files.keyFile}, which holds no PEM private key without a passphrase`)
+  }
+  if (!certificate.checkPrivateKey(privateKey)) {
+    throw new ConfigError('TLS_KEY_FILE', `names ${files.keyFile}, which is not the key of the certificate in ${files.certFile}`)
+  }
+  return { cert, key, fingerprint: certificate.fingerprint256, validTo: certificate.validTo }
+}
+
+/**
+ * The API port's server over TLS: HTTP/1.1 only (no ALPN, so no HTTP/2), with Strict-Transport-Security
+ * on every answer, Fastify's and the ones written before Fastify has a request alike.
+ */
+export function createHttpsServer(options: ServerOptions, pair: CertificatePair, listener: RequestListener): Server {
+  const https = process.getBuiltinModule('node:https')
+  return https.createServer({ ...options, cert: pair.cert, key: pair.key }, (request, response) => {
+    response.setHeader('strict-transport-security', STRICT_TRANSPORT_SECURITY)
+    listener(request, response)
+  })
+}
+
+/** How long file events are gathered before a reload: certbot replaces the certificate and the key one after the other. */
+const SETTLE_MS = 500
+
+/**
+ * Reloads the pair when a file of its folders changes, or on SIGHUP. A folder is watched rather than
+ * the files: certbot, and Kubernetes' mounted secrets, replace a symbolic link, which a watch on the
+ * file it pointed to would never see. A pair that cannot be read, or does not match, keeps the one in use
+ * and is logged as an error; an unchanged pair is not reloaded.
+ */
+export function reloadCertificates(
+  server: Server,
+  files: TlsFiles,
+  serving: CertificatePair,
+  logger: FastifyBaseLogger,
+): { close(): void } {
+  let current = serving
+  const reload = (reason: string) => {
+    let next: CertificatePair
+    try {
+      next = readCertificatePair(files)
+    } catch (error) {
+      logger.error({ reason, err: (error as Error).message, fingerprint: current.fingerprint }, 'TLS certificate not reloaded: still serving the previous one')
+      return
+    }
+    if (next.cert.equals(current.cert) && next.key.equals(current.key)) return
+    try {
+      // The API server is typed as Node's HTTP server, which createHttpsServer's is, on top of TLS.
+      ;(server as unknown as TlsServer).setSecureContext({ cert: next.cert, key: next.key })
+    } catch (error) {
+      logger.error({ reason, err: (error as Error).message, fingerprint: current.fingerprint }, 'TLS certificate not reloaded: still serving the previous one')
+      return
+    }
+    current = next
+    logger.info({ reason, fingerprint: next.fingerprint, validTo: next.validTo }, 'TLS certificate reloaded')
+  }
+
+  let timer: NodeJS.Timeout | undefined
+  const settle = () => {
+    clearTimeout(timer)
+    timer = setTimeout(() => reload('files changed'), SETTLE_MS)
+  }
+  const watchers = [...new Set([path.dirname(files.certFile), path.dirname(files.keyFile)])].map((folder) =>
+    fs.watch(folder, { persistent: false }, settle).on('error', (err) => {
+      logger.error({ err, folder }, 'TLS certificate folder no longer watched: reload with SIGHUP')
+    }),
+  )
+  const onHangup = () => reload('SIGHUP')
+  process.on('SIGHUP', onHangup)
+  // A renewal between the first read and the watch would otherwise go unseen until the next one.
+  reload('files changed while starting')
+  return {
+    close() {
+      clearTimeout(timer)
+      for (const watcher of watchers) watcher.close()
+      process.off('SIGHUP', onHangup)
+    },
+  }
+}
+
+const LOOPBACK = new net.BlockList()
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4')
+LOOPBACK.addAddress('::1', 'ipv6')
+
+function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true
+  const family = net.isIP(host)
+  if (family === 0) return false
+  if (family === 6 && host.toLowerCase().startsWith('::ffff:') && net.isIPv4(host.slice(7))) return LOOPBACK.check(host.slice(7), 'ipv4')
+  return LOOPBACK.check(host, family === 4 ? 'ipv4' : 'ipv6')
+}
+
+/**
+ * The warning a production server logs at start when bearer keys would cross a network in clear text
+ * (RFC 6750 §5.3 requires TLS for them): it listens beyond loopback, serves no TLS, and no TRUST_PROXY
+ * says a proxy terminates TLS in front. Undefined when none of that is so.
+ */
+export function clearTextWarning(config: Config): string | undefined {
+  if (config.environment !== 'production' || config.tls !== undefined || config.trustProxy !== false || isLoopback(config.host)) {
+    return undefined
+  }
+  return (
+    `listening on ${config.host}:${config.port} in plain HTTP: API keys would cross the network in clear text. ` +
+    'Set TLS_CERT_FILE and TLS_KEY_FILE, or put a proxy that terminates TLS in front and set TRUST_PROXY, or listen on 127.0.0.1'
+  )
+}

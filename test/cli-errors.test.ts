@@ -1,0 +1,146 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { after, describe, it } from 'node:test'
+import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
+import { type CliIo, main } from '../src/cli.js'
+import { systemClock } from '../src/clock.js'
+import { loadConfig } from '../src/config.js'
+import { openMigratedStorage } from '../src/storage/open-storage.js'
+import { cleanupProcesses, freePort, runCli, trackedTempDir } from './processes.js'
+
+// What the CLI says when what it was given is wrong: one line saying what was wrong with what, then
+// where the usage is, and the exit code (2 for a usage error, 1 for a failure). Run in-process, except
+// `serve`, which would listen.
+
+after(cleanupProcesses)
+
+async function run(args: string[], env: Record<string, string>, cwd: string): Promise<{ code: unknown; stdout: string; stderr: string }> {
+  let stdout = ''
+  let stderr = ''
+  const io: CliIo = { env, cwd, stdout: (text) => (stdout += text), stderr: (text) => (stderr += text) }
+  const code = await main(args, io)
+  return { code, stdout, stderr }
+}
+
+const usage = (topic: string) => `\nRun "petstore ${topic === '' ? '' : `${topic} `}--help" for usage.\n`
+
+describe('CLI messages about what was given', () => {
+  const dir = trackedTempDir('petstore-cli-errors-')
+  const database = path.join(dir, 'petstore.db')
+  const env = { DATABASE_URL: `sqlite://${database}` }
+  const folder = path.join(dir, 'backups')
+  fs.mkdirSync(folder)
+
+  /** argv → exactly what stderr says, and the exit code. `{dir}` in either stands for the test's folder. */
+  const cases: [string[], string, number][] = [
+    [[], `petstore: no command given: serve, migrate, backup, copy, openapi, deprecations or keys${usage('')}`, 2],
+    [
+      ['keys', 'create', '--name', 'ci', '--expires-in', '-1d'],
+      `petstore: --expires-in must be a positive duration such as 30m, 12h, 90d or 4w, at most 10 years; got "-1d"${usage('keys create')}`,
+      2,
+    ],
+    [
+      ['keys', 'create', '--expires-in', '-30m', '--name', 'ci'],
+      `petstore: --expires-in must be a positive duration such as 30m, 12h, 90d or 4w, at most 10 years; got "-30m"${usage('keys create')}`,
+      2,
+    ],
+    [['serve', '--workers', '-1'], `petstore: --workers must be a number from 1 to 256 or "auto", got "-1"${usage('serve')}`, 2],
+    [['serve', '--workers', '-'], `petstore: --workers must be a number from 1 to 256 or "auto", got "-"${usage('serve')}`, 2],
+    [
+      ['keys', 'rotate', 'key_x', '--grace', '-2h'],
+      `petstore: --grace must be 0 or a duration such as 30m, 12h, 90d or 4w, at most 10 years; got "-2h"${usage('keys rotate')}`,
+      2,
+    ],
+    [['keys', 'create', '--name', '--json'], `petstore: --name needs a value${usage('keys create')}`, 2],
+    [['keys', 'create', '--name', 'ci', '--expires-in'], `petstore: --expires-in needs a value${usage('keys create')}`, 2],
+    [['keys', 'create', '--name', 'ci', '--expires-in', '-h'], 'help', 0],
+    [['keys', 'list', '--json=yes'], `petstore: --json takes no value${usage('keys list')}`, 2],
+    [['keys', 'create', '--name', 'two\nlines'], `petstore: --name must be printable text on one line; character 4 is a control character (U+000A)${usage('keys create')}`, 2],
+    [['keys', 'create', '--name', 'tab\there'], `petstore: --name must be printable text on one line; character 4 is a control character (U+0009)${usage('keys create')}`, 2],
+    [['keys', 'create', '--name', 'red\u001b[31m'], `petstore: --name must be printable text on one line; character 4 is a control character (U+001B)${usage('keys create')}`, 2],
+    [['keys', 'create', '--name', 'abc\u202Edcb'], `petstore: --name must be printable text on one line; character 4 is a control character (U+202E)${usage('keys create')}`, 2],
+    [['backup', folder], `petstore: ${folder} is a folder; name the file to write, such as ${folder}/petstore-backup.db${usage('backup')}`, 2],
+    [['backup', folder, '--force'], `petstore: ${folder} is a folder; name the file to write, such as ${folder}/petstore-backup.db${usage('backup')}`, 2],
+    [
+      ['backup', path.join(dir, 'missing', 'x.db')],
+      `petstore: cannot write the backup to ${dir}/missing/x.db: the folder ${dir}/missing does not exist\n`,
+      1,
+    ],
+    [
+      ['copy', '--from', `sqlite://${database}`, '--to', `sqlite://${dir}/missing/copy.db`],
+      `petstore: invalid configuration: --to names ${dir}/missing/copy.db, in a folder that does not exist: create ${dir}/missing first if the database belongs there (mkdir -p ${dir}/missing), or correct the path\n`,
+      1,
+    ],
+  ]
+
+  it(`says what was wrong with what was given, for ${cases.length} mistakes`, async () => {
+    // A database with its data, so that a backup would have something to copy before it failed.
+    await run(['migrate'], env, dir)
+    for (const [args, expected, code] of cases) {
+      const result = await run(args, env, dir)
+      const shown = JSON.stringify(args)
+      assert.equal(result.code, code, `${shown}: ${result.stderr}`)
+      if (code === 0) assert.match(result.stdout, /^Usage: /, shown)
+      else assert.equal(result.stderr, expected, shown)
+    }
+    assert.deepEqual(fs.readdirSync(folder), [], 'nothing was written into the folder given as a backup file')
+    assert.equal(fs.existsSync(path.join(dir, 'missing')), false, 'no folder was created')
+  })
+
+  it('shows a key name with a line break, from before names were checked, escaped on its one row of keys list', async () => {
+    const other = trackedTempDir('petstore-cli-errors-')
+    const config = loadConfig({ DATABASE_URL: `sqlite://${other}/petstore.db` }, other)
+    const { storage } = await openMigratedStorage(config.database)
+    await createApiKeysService({ apiKeys: storage.apiKeys, clock: systemClock, environment: 'production' }).create({ name: 'two\nlines\u001b[2J' })
+    await storage.close()
+    const result = await run(['keys', 'list'], { DATABASE_URL: `sqlite://${other}/petstore.db` }, other)
+    assert.equal(result.code, 0, result.stderr)
+    const lines = result.stdout.trimEnd().split('\n')
+    assert.equal(lines.length, 2, result.stdout)
+    assert.match(lines[1] ?? '', /two\\nlines\\u001b\[2J/)
+  })
+
+  it('refuses a sqlite: URL in a folder that does not exist, naming DATABASE_URL, and creates nothing', async () => {
+    const file = path.join(dir, 'petstor', 'petstore.db')
+    for (const args of [['migrate'], ['keys', 'list'], ['serve']]) {
+      const result = await runCli(args, { DATABASE_URL: `sqlite://${file}`, HOST: '127.0.0.1', PORT: String(await freePort()), METRICS_PORT: 'off' }, dir)
+      assert.equal(result.code, 1, `${args.join(' ')}: ${result.stderr}`)
+      assert.equal(
+        result.stderr,
+        `petstore: invalid configuration: DATABASE_URL names ${file}, in a folder that does not exist: create ${path.dirname(file)} first if the database belongs there (mkdir -p ${path.dirname(file)}), or correct the path\n`,
+      )
+      assert.equal(fs.existsSync(path.dirname(file)), false)
+    }
+  })
+})
+
+describe('petstore serve, naming the variable of each start-up failure', () => {
+  it('names HOST for an address it cannot take or a name that does not resolve, and PORT for a port in use', async () => {
+    const dir = trackedTempDir('petstore-cli-errors-')
+    const taken = net.createServer().listen(0, '127.0.0.1')
+    await new Promise((resolve) => taken.once('listening', resolve))
+    const takenPort = String((taken.address() as net.AddressInfo).port)
+    try {
+      const port = String(await freePort())
+      const cases: [Record<string, string>, RegExp][] = [
+        [{ HOST: '999.1.1.1', PORT: port }, /^petstore: invalid configuration: HOST must be an IP address \(such as 0\.0\.0\.0, 127\.0\.0\.1 or ::\) or a host name, got "999\.1\.1\.1"\n$/],
+        [{ HOST: 'nowhere.invalid', PORT: port }, /^petstore: invalid configuration: HOST names a host that does not resolve, got "nowhere\.invalid" \(\w+\)\n$/],
+        // TEST-NET-1 (RFC 5737): no machine has it.
+        [{ HOST: '192.0.2.1', PORT: port }, /^petstore: the API listener \(HOST\) cannot listen on 192\.0\.2\.1:\d+: listen EADDRNOTAVAIL/],
+        [{ HOST: '127.0.0.1', PORT: takenPort }, new RegExp(`^petstore: the API listener \\(PORT\\) cannot listen on 127\\.0\\.0\\.1:${takenPort}: listen EADDRINUSE`)],
+        [{ HOST: '127.0.0.1', PORT: ' 8080' }, /^petstore: invalid configuration: PORT has spaces or other white space around its value: remove them\n$/],
+        [{ HOST: '127.0.0.1', PORT: '041291' }, /^petstore: invalid configuration: PORT must be a whole number from 1 to 65535 in plain digits, got "041291"\n$/],
+        [{ HOST: '127.0.0.1', PORT: port, DATABASE_POOL_SIZE: '0' }, /^petstore: invalid configuration: DATABASE_POOL_SIZE must be a whole number from 1 to 1000/],
+      ]
+      for (const [variables, expected] of cases) {
+        const result = await runCli(['serve'], { ...variables, METRICS_PORT: 'off', LOG_LEVEL: 'silent' }, dir)
+        assert.equal(result.code, 1, `${JSON.stringify(variables)}: ${result.stderr}`)
+        assert.match(result.stderr, expected, JSON.stringify(variables))
+      }
+    } finally {
+      taken.close()
+    }
+  })
+})
