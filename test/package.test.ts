@@ -60,7 +60,7 @@ describe('the package that npm pack makes', () => {
     // Packed from a copy of the sources, so that the build this runs (`prepack`) leaves this checkout's
     // dist/ alone while other tests use it.
     const source = trackedTempDir('petstore-pack-source-')
-    copyInto(source, ['package.json', 'package-lock.json', 'tsconfig.json', 'README.md', '.env.example', 'bin', 'src', 'scripts/prepare.js'])
+    copyInto(source, ['package.json', 'package-lock.json', 'tsconfig.json', 'README.md', '.env.example', 'bin', 'src', 'scripts/prepare.js', 'clients/typescript'])
     fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(source, 'node_modules'))
     const out = trackedTempDir('petstore-pack-')
     const packed = await npm(['pack', '--json', '--pack-destination', out], source)
