@@ -34,7 +34,7 @@ export interface AppDeps {
   storage: Storage
   clock?: Clock
   logger: FastifyBaseLogger
-  /** True once shutdown has begun: readiness fails and connections close after their response. */
+  /** True once shutdown has begun: readiness fails (src/http/connection-drain.ts closes the connections). */
   isDraining?: () => boolean
   /** Where requests, refusals and the pool are counted; absent: a registry of the app's own. */
   metrics?: Metrics
@@ -113,17 +113,6 @@ export async function buildApp({
   })
   // Second only to the request id, which its refusals carry too.
   app.addHook('onRequest', protocolChecks)
-  // While shutting down, a keep-alive connection is closed after its response instead of being
-  // kept open (and holding the process) until the client hangs up.
-  let closing = false
-  const draining = () => closing || isDraining()
-  app.addHook('preClose', async () => {
-    closing = true
-  })
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    if (draining()) reply.header('connection', 'close')
-    done(null, payload)
-  })
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url
     const line: RequestLogLine = {
@@ -169,7 +158,7 @@ export async function buildApp({
   const limits = await registerRateLimits(app, config.rateLimits, logger, metrics.countRateLimited)
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
   const getPetDeprecation = createDeprecationHooks(
-    { operationId: getPetSchema.operationId, deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: PETS_PATH },
+    { operationId: getPetSchema.operationId, deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: `${config.publicBaseUrl}${PETS_PATH}` },
     {
       clock,
       recorder: deprecationRecorder ?? ownDeprecationRecorder(app, storage, clock),
@@ -186,7 +175,7 @@ export async function buildApp({
   })
   registerOpenApiRoute(app)
   registerDocsRoutes(app)
-  registerHealthRoutes(app, storage, limits, draining)
+  registerHealthRoutes(app, storage, limits, isDraining)
   answerOtherMethods()
 
   return app

@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
+import { KEY_ID_PREFIX, containsKey, redactKeys } from './api-keys/api-keys.format.js'
 import type { ApiKey } from './api-keys/api-keys.repository.js'
 import { SCOPES, type Scope, parseScopes } from './api-keys/api-keys.scopes.js'
 import { createApiKeysService, type RotationRefusal } from './api-keys/api-keys.service.js'
@@ -31,13 +32,16 @@ export interface CliIo {
 /** What `main` ends with: an exit code, or `serving` when a server now keeps the process alive. */
 export type CliOutcome = 0 | 1 | 2 | 'serving'
 
-/** A mistake in the command line: exit 2, naming the help of `topic`. */
+/**
+ * A mistake in the command line: exit 2, naming the help of `topic`. Its message may quote what was
+ * typed, so a key pasted where it does not belong is redacted from it.
+ */
 class UsageError extends Error {
   constructor(
     message: string,
     readonly topic?: Topic,
   ) {
-    super(message)
+    super(redactKeys(message))
   }
 }
 
@@ -274,6 +278,19 @@ function scopesOption(given: string[] | undefined): Scope[] | undefined {
   return parsed.scopes
 }
 
+/**
+ * `given`, the id `topic` acts on; a key's secret instead is a usage error that does not repeat it,
+ * for the terminal, its scrollback and a CI log would then hold it too.
+ */
+function keyIdArgument(given: string, topic: 'keys revoke' | 'keys rotate'): string {
+  if (!containsKey(given)) return given
+  throw new UsageError(
+    `${topic} takes a key's id (${KEY_ID_PREFIX}…), not its secret, which is not repeated here; ` +
+      "find the id by matching the secret's first characters to the PREFIX column of: petstore keys list",
+    topic,
+  )
+}
+
 /** Says why `keys rotate` refused, as the one line a failure prints. */
 function rotationRefusal(id: string, refusal: RotationRefusal): string {
   switch (refusal.refused) {
@@ -302,6 +319,8 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
       })
       const name = values.name?.trim() ?? ''
       if (name === '' || name.length > 100) throw new UsageError('--name is required: 1 to 100 characters', 'keys create')
+      // A name is listed and printed by every later command: it must not be where a secret ends up.
+      if (containsKey(name)) throw new UsageError('--name must not hold an API key; name the key after who or what uses it', 'keys create')
       const scopes = scopesOption(values.scope)
       const expiresInMs = values['expires-in'] === undefined ? undefined : parseDuration(values['expires-in'], { topic: 'keys create' })
       const config = loadConfig(io.env, io.cwd)
@@ -348,7 +367,7 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
     }
     case 'revoke': {
       const { positionals } = parse('keys revoke', args, {}, { positionals: 1, what: 'key id' })
-      const id = positionals[0] ?? ''
+      const id = keyIdArgument(positionals[0] ?? '', 'keys revoke')
       const config = loadConfig(io.env, io.cwd)
       const revoked = await withStorage(config, io, (storage) => keysService(storage, config).revoke(id))
       if (revoked === undefined) {
@@ -370,7 +389,7 @@ async function keysCommand(sub: string | undefined, args: string[], io: CliIo): 
         { grace: { type: 'string' }, json: { type: 'boolean' } },
         { positionals: 1, what: 'key id' },
       )
-      const id = positionals[0] ?? ''
+      const id = keyIdArgument(positionals[0] ?? '', 'keys rotate')
       const graceMs = parseDuration(values.grace ?? DEFAULT_GRACE, { option: '--grace', topic: 'keys rotate', zero: true })
       const config = loadConfig(io.env, io.cwd)
       const rotated = await withStorage(config, humanOutput(io, values.json), (storage) =>
@@ -670,11 +689,11 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
       return 2
     }
     if (error instanceof ConfigError) {
-      io.stderr(`petstore: invalid configuration: ${error.message}\n`)
+      io.stderr(`petstore: invalid configuration: ${redactKeys(error.message)}\n`)
       return 1
     }
     // A failure, not a bug report: one line, never a stack trace.
-    io.stderr(`petstore: ${error instanceof Error ? error.message : String(error)}\n`)
+    io.stderr(`petstore: ${redactKeys(error instanceof Error ? error.message : String(error))}\n`)
     return 1
   }
 }

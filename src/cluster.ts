@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster'
 import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from './config.js'
-import { clusterSource, startMetricsListener } from './metrics-listener.js'
+import { clusterProbes, clusterSource, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage } from './storage/open-storage.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
@@ -24,9 +24,6 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   await storage.close()
   if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
 
-  // Before any fork: a chosen metrics port already taken stops the service before a worker starts.
-  if (config.metrics !== undefined) await startMetricsListener(config.metrics, clusterSource(), logger)
-
   const listening = new WeakSet<Worker>()
   // Our own count of the workers alive: cluster.workers keeps a worker that has exited until its IPC
   // channel has also closed, which may come after the 'exit' event, so the last exit could go unseen.
@@ -34,6 +31,15 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   const fork = () => alive.add(cluster.fork())
   let stopping = false
   let failed = false
+
+  // Before any fork: a chosen metrics port already taken stops the service before a worker starts.
+  if (config.metrics !== undefined) {
+    const probes = clusterProbes(
+      () => [...alive].filter((worker) => listening.has(worker)),
+      () => stopping,
+    )
+    await startMetricsListener(config.metrics, clusterSource(), logger, probes)
+  }
 
   const stopAll = () => {
     stopping = true
@@ -46,8 +52,24 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   }
 
   cluster.on('listening', (worker) => listening.add(worker))
+  // The workers share one listening socket, which the primary closes once the last worker stops
+  // listening, resetting the connections it has accepted and not yet handed over. A worker that
+  // closed its connections while another still listened would send its clients to that queue.
+  const stoppedListening = new WeakSet<Worker>()
+  const releaseWhenNoneListens = () => {
+    if ([...alive].some((worker) => listening.has(worker) && !stoppedListening.has(worker))) return
+    for (const worker of alive) if (worker.isConnected()) worker.send(ALL_STOPPED_LISTENING)
+  }
+  cluster.on('message', (worker, message) => {
+    if (message !== STOPPED_LISTENING) return
+    stoppedListening.add(worker)
+    // A worker stopping alone (not a shutdown of the whole service) leaves the others listening.
+    if (stopping) releaseWhenNoneListens()
+    else worker.send(ALL_STOPPED_LISTENING)
+  })
   cluster.on('exit', (worker, code, signal) => {
     alive.delete(worker)
+    if (stopping) releaseWhenNoneListens()
     const clean = code === 0 && signal === null
     if (!stopping) {
       logger.error({ pid: worker.process.pid, code, signal }, 'worker exited')
@@ -79,3 +101,26 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
 }
 
 export const isWorker = (): boolean => cluster.isWorker
+
+const STOPPED_LISTENING = 'petstore:stopped-listening'
+const ALL_STOPPED_LISTENING = 'petstore:all-stopped-listening'
+
+/**
+ * In a worker that has stopped listening: resolves once no worker of the service listens any more
+ * (so that the shared listening socket is closed), or after `boundMs` if the primary does not say so.
+ */
+export function noWorkerListening(boundMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer)
+      process.off('message', onMessage)
+      resolve()
+    }
+    const onMessage = (message: unknown) => {
+      if (message === ALL_STOPPED_LISTENING) done()
+    }
+    const timer = setTimeout(done, boundMs)
+    process.on('message', onMessage)
+    process.send?.(STOPPED_LISTENING)
+  })
+}

@@ -153,7 +153,7 @@ export const CONFIG_VARIABLES = {
   },
   SHUTDOWN_DRAIN_MS: {
     describe:
-      'On SIGTERM/SIGINT, how long the server still accepts connections (answering /readyz 503, closing each connection after its response) before it stops listening',
+      'On SIGTERM/SIGINT, how long the server still accepts and serves connections, answering /readyz 503, before it stops listening; then also how long a connection may stay silent before it is closed',
     min: 0,
     max: 60_000,
     default: '1000',

@@ -20,6 +20,7 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   request_header_fields_too_large: 431,
   internal_error: 500,
+  not_implemented: 501,
   unavailable: 503,
   overloaded: 503,
 } as const satisfies Record<string, number>
@@ -45,6 +46,7 @@ export const ERROR_DESCRIPTIONS: Record<ErrorCode, string> = {
   rate_limited: 'Too many requests for this API key (or, for failed authentication, this address); wait `Retry-After` seconds.',
   request_header_fields_too_large: 'The request headers are too large.',
   internal_error: 'A fault in the service. The message never carries details; they are logged with the request id.',
+  not_implemented: 'The request method is not one the service knows, on any path; methods are case-sensitive (`get` is not `GET`).',
   unavailable: 'The database is not answering; retry later.',
   overloaded: 'The server has more work than it can do quickly right now; retry after `Retry-After` seconds, or on another instance.',
 }

@@ -3,10 +3,11 @@ import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
-import { isWorker } from './cluster.js'
+import { isWorker, noWorkerListening } from './cluster.js'
 import type { Config } from './config.js'
+import { followConnections } from './http/connection-drain.js'
 import { createMetrics } from './http/metrics.js'
-import { type MetricsListener, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
+import { type MetricsListener, answerProbesForPrimary, appProbes, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
 import { openMigratedStorage, openStorage } from './storage/open-storage.js'
 import type { Storage } from './storage/storage.js'
 import type { Tracing } from './tracing/tracing.js'
@@ -44,8 +45,15 @@ export async function startServer(
   // getPet calls are counted by the app's own recorder, which app.close() flushes while the database is still open.
   const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, traceIds: tracing?.currentIds })
   let metricsListener: MetricsListener | undefined
-  if (isWorker()) reportToPrimary(metrics)
-  else if (config.metrics !== undefined) metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger)
+  let appClosed = false
+  const probes = appProbes(app, () => appClosed)
+  if (isWorker()) {
+    reportToPrimary(metrics)
+    answerProbesForPrimary(probes)
+  } else if (config.metrics !== undefined) {
+    metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger, probes)
+  }
+  const connections = followConnections(app.server)
   try {
     // Node's default backlog (511) overflows when hundreds of clients connect at once: the kernel
     // then drops their SYNs and each waits 1 s or more to retry before it is even accepted.
@@ -57,10 +65,17 @@ export async function startServer(
   return {
     app,
     async close() {
-      // Connections the kernel has already accepted but Node has not yet picked up would be reset
-      // if the listener closed at once: keep accepting (and answering /readyz 503) for a moment.
+      // The load balancer learns from /readyz that this instance is going and stops sending new
+      // connections, while the connections it has keep being served as usual: one closed now would
+      // only come back as a new connection, and be reset if it still waited in the kernel's accept
+      // queue when the listener closed.
       draining = true
       await sleep(config.shutdownDrainMs)
+      connections.stopAccepting()
+      if (isWorker()) await noWorkerListening(config.shutdownDrainMs)
+      await connections.closeConnections(config.shutdownDrainMs)
+      // Nothing is left for it to close but the app itself: its hooks, and the recorder it flushes.
+      appClosed = true
       await app.close()
       await storage.close()
       // Within the shutdown budget: a collector that is down or slow must not hold the exit.

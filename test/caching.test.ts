@@ -50,6 +50,26 @@ for (const engine of ENGINES) {
       assert.equal(stale.body, first.body)
     })
 
+    it('answers HEAD with a matching or * If-None-Match with the 304 GET gives, headers and all, on both reads', async () => {
+      const { testApp, key } = fx
+      const pet = await createPet()
+      // Headers that differ from one answer to the next whatever the method.
+      const VARYING = new Set(['date', 'x-request-id', 'ratelimit'])
+      const comparable = (headers: Record<string, unknown>) => Object.entries(headers).filter(([name]) => !VARYING.has(name))
+      for (const url of ['/v1/pets?limit=100', `/v1/pets/${pet.id}`]) {
+        const etag = String((await testApp.request(key, { method: 'GET', url })).headers.etag)
+        for (const ifNoneMatch of [etag, `W/${etag}`, '*', '"stale"']) {
+          const headers = { 'if-none-match': ifNoneMatch }
+          const get = await testApp.request(key, { method: 'GET', url, headers })
+          const head = await testApp.request(key, { method: 'HEAD', url, headers })
+          assert.equal(head.statusCode, get.statusCode, `${url} ${ifNoneMatch}: ${head.statusCode}`)
+          assert.equal(head.statusCode, ifNoneMatch === '"stale"' ? 200 : 304)
+          assert.equal(head.body, '')
+          assert.deepEqual(comparable(head.headers), comparable(get.headers), `${url} ${ifNoneMatch}`)
+        }
+      }
+    })
+
     it('gives different pets different ETags', async () => {
       const { testApp, key } = fx
       const a = await createPet('{"name":"A","categoryId":1}')

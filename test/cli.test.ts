@@ -305,6 +305,24 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       assert.equal(result.stdout, '')
     })
 
+    it("refuses a key's secret given for its id, by revoke and by rotate, with exit 2, saying so without printing it, and changes nothing", async () => {
+      const { dir, env } = fresh()
+      const created = await createKey(env, dir, 'pasted')
+      const secret = created.key.slice(created.prefix.length)
+      const percentEncoded = [...created.key].map((char) => `%${char.charCodeAt(0).toString(16)}`).join('')
+      for (const command of ['revoke', 'rotate']) {
+        for (const given of [created.key, `%70${created.key.slice(1)}`, percentEncoded]) {
+          const result = await runCli(['keys', command, given], env, dir)
+          assert.equal(result.code, 2, `${command} ${given}: ${result.stderr}`)
+          assert.match(result.stderr, new RegExp(`^petstore: keys ${command} takes a key's id \\(key_…\\), not its secret`))
+          assert.match(result.stderr, new RegExp(`Run "petstore keys ${command} --help"`))
+          assertNoSecret(result.stderr + result.stdout, created)
+          assert.ok(!result.stderr.toLowerCase().includes(secret.slice(4, 12).toLowerCase()), 'a part of the secret is shown')
+        }
+      }
+      assert.deepEqual(await listKeys(env, dir), [withoutSecret(created)])
+    })
+
     it('exits 2 without exactly one id', async () => {
       const { dir, env } = fresh()
       for (const args of [['keys', 'revoke'], ['keys', 'revoke', 'key_a', 'key_b']]) {
@@ -436,6 +454,29 @@ describe('petstore CLI', { concurrency: 2 }, () => {
         const result = await inProcess(args)
         assert.equal(result.code, 2, args.join(' '))
         assert.match(result.stderr, new RegExp(`Run "petstore ${args[0] === 'keys' ? `keys ${args[1]}` : args[0]} --help"`), args.join(' '))
+      }
+    })
+
+    it('never prints a key pasted into any argument a usage error quotes, raw or percent-encoded', async () => {
+      const secret = 'Q1SokAbCdEfGhIjKlMnOpQrStUvWxYz0'
+      for (const key of [`ps_live_${secret}`, `ps_test_${secret}`, `%70s_live_%${secret.charCodeAt(0).toString(16)}${secret.slice(1)}`]) {
+        for (const args of [
+          [key],
+          ['help', key],
+          ['keys', key],
+          ['keys', 'revoke', 'key_a', key],
+          ['keys', 'rotate', key],
+          ['keys', 'rotate', 'key_a', '--grace', key],
+          ['keys', 'create', '--name', key],
+          ['keys', 'create', '--name', 'x', '--expires-in', key],
+          ['keys', 'create', '--name', 'x', '--scope', key],
+          ['keys', 'list', `--${key}`],
+          ['serve', '--workers', key],
+        ]) {
+          const result = await inProcess(args)
+          assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`)
+          assert.ok(!result.stderr.includes(secret.slice(1)), `${args.join(' ')}: ${result.stderr}`)
+        }
       }
     })
 

@@ -4,7 +4,8 @@ import { GET_PET_SUNSET } from '../src/app.js'
 import { ENGINES, ManualClock, buildTestApp, errorBody, postPet, useTestApp } from './helper.js'
 
 const SUNSET = 'Thu, 05 Dec 2030 00:00:00 GMT'
-const LINK = '</v1/pets>; rel="successor-version"'
+/** getPet's successor Link where PUBLIC_BASE_URL is `base`. */
+const successorLink = (base: string) => `<${base}/v1/pets>; rel="successor-version"`
 
 for (const engine of ENGINES) {
   describe(`deprecated getPet on ${engine}`, () => {
@@ -19,7 +20,7 @@ for (const engine of ENGINES) {
       assert.equal(response.statusCode, 200)
       assert.equal(response.headers.deprecation, `@${Date.parse('2027-01-01T00:00:00Z') / 1000}`)
       assert.equal(response.headers.sunset, SUNSET)
-      assert.equal(response.headers.link, LINK)
+      assert.equal(response.headers.link, successorLink(fx.testApp.config.publicBaseUrl))
     })
 
     it('announces the deprecation on its 404 and 401 too', async () => {
@@ -51,7 +52,7 @@ for (const engine of ENGINES) {
       const response = await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${petId}` })
       assert.equal(response.statusCode, 410)
       assert.equal(errorBody(response).code, 'gone')
-      assert.match(errorBody(response).message, /GET \/v1\/pets/)
+      assert.ok(errorBody(response).message.includes(`GET ${fx.testApp.config.publicBaseUrl}/v1/pets instead`), errorBody(response).message)
       assert.equal(response.headers.sunset, SUNSET)
       assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
     })
@@ -64,5 +65,18 @@ describe('deprecation date default', () => {
     t.after(() => testApp.close())
     const response = await testApp.app.inject({ method: 'GET', url: '/v1/pets/1' })
     assert.equal(response.headers.deprecation, '@1795305600')
+  })
+})
+
+describe('the successor of getPet behind a base path', () => {
+  const fx = useTestApp('sqlite', { env: { PUBLIC_BASE_URL: 'http://api.example.com/base' } })
+
+  it('names listPets under PUBLIC_BASE_URL, base path included, as Location does', async () => {
+    const created = await postPet(fx.testApp, fx.key, '{"name":"Based","categoryId":1}')
+    assert.equal(created.headers.location, `http://api.example.com/base/v1/pets/${(JSON.parse(created.body) as { id: number }).id}`)
+    for (const url of [created.headers.location.replace('http://api.example.com/base', ''), '/v1/pets/999999']) {
+      const response = await fx.testApp.request(fx.key, { method: 'GET', url })
+      assert.equal(response.headers.link, successorLink('http://api.example.com/base'), url)
+    }
   })
 })

@@ -56,6 +56,36 @@ async function recordedKeys(database: Config['database']): Promise<string[]> {
   }
 }
 
+/**
+ * What an earlier release left when its process died between claiming a key and creating the pet:
+ * it committed the claim on its own. This release never writes such a record.
+ */
+async function insertInProgressRecord(
+  database: Config['database'],
+  scope: string,
+  key: string,
+  fingerprint: string,
+  createdAt: number,
+): Promise<void> {
+  const values = [scope, key, fingerprint, randomUUID(), createdAt]
+  if (database.engine === 'sqlite') {
+    const db = new Sqlite(database.path)
+    try {
+      db.prepare('INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, attempt_id, created_at) VALUES (?, ?, ?, ?, ?)').run(...values)
+    } finally {
+      db.close()
+    }
+    return
+  }
+  const client = new pg.Client({ connectionString: database.url })
+  await client.connect()
+  try {
+    await client.query('INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, attempt_id, created_at) VALUES ($1, $2, $3, $4, $5)', values)
+  } finally {
+    await client.end()
+  }
+}
+
 /** A failure the engine itself raises when its storage is full or gone: the client gets 503. */
 function outageError(engine: Engine): Error {
   return engine === 'sqlite'
@@ -281,19 +311,16 @@ for (const engine of ENGINES) {
       assert.equal(await petsNamed(fx.testApp, fx.key, 'No key'), 2)
     })
 
-    it('takes over a record abandoned in progress (a crash) after the timeout, and the stale attempt creates nothing', async () => {
-      // What a process that died between claiming the key and creating the pet leaves behind.
-      const abandoned = { scope: await apiKeyIdOf(fx.testApp, fx.key), key: 'crashed-1', attemptId: randomUUID() }
+    it('takes over an in-progress record an earlier release left behind, after the timeout', async () => {
+      const scope = await apiKeyIdOf(fx.testApp, fx.key)
       const now = fx.testApp.clock.now()
-      const fingerprint = createPetFingerprint({ name: 'Crashed', categoryId: 1n })
-      assert.equal(
-        await fx.testApp.storage.idempotency.claim(abandoned, { fingerprint, now, abandonedBefore: now, expiredBefore: now }),
-        undefined,
-      )
+      await insertInProgressRecord(fx.testApp.config.database, scope, 'crashed-1', createPetFingerprint({ name: 'Crashed', categoryId: 1n }), now)
       const body = '{"name":"Crashed","categoryId":1}'
       const blocked = await postWithKey(fx.testApp, fx.key, 'crashed-1', body)
       assert.equal(blocked.statusCode, 409)
       assert.equal(errorBody(blocked).code, 'idempotency_key_in_use')
+      const other = await postWithKey(fx.testApp, fx.key, 'crashed-1', '{"name":"Crashed","categoryId":2}')
+      assert.equal(other.statusCode, 422, 'a different body is refused whatever the state of the record')
 
       fx.testApp.clock.advance(IDEMPOTENCY_ABANDONED_AFTER_MS)
       assert.equal((await postWithKey(fx.testApp, fx.key, 'crashed-1', body)).statusCode, 409, 'taken over too early')
@@ -301,27 +328,21 @@ for (const engine of ENGINES) {
       const retried = await postWithKey(fx.testApp, fx.key, 'crashed-1', body)
       assert.equal(retried.statusCode, 201, retried.body)
       assert.equal(retried.headers['idempotent-replayed'], undefined)
-
-      // Had the first attempt only been slow, it finds its hold gone and writes nothing.
-      const late = await fx.testApp.storage.idempotency.createPet(abandoned, { name: 'Crashed', categoryId: 1n }, now, () => {
-        throw new Error('must not be called')
-      })
-      assert.equal(late, undefined)
       assert.equal(await petsNamed(fx.testApp, fx.key, 'Crashed'), 1)
       assert.equal((await postWithKey(fx.testApp, fx.key, 'crashed-1', body)).body, retried.body)
     })
 
     it('lets exactly one of many simultaneous retries take over an abandoned record', async () => {
-      const abandoned = { scope: await apiKeyIdOf(fx.testApp, fx.key), key: 'crashed-2', attemptId: randomUUID() }
+      const scope = await apiKeyIdOf(fx.testApp, fx.key)
       const now = fx.testApp.clock.now()
       const fingerprint = createPetFingerprint({ name: 'Crashed twice', categoryId: 1n })
-      await fx.testApp.storage.idempotency.claim(abandoned, { fingerprint, now, abandonedBefore: now, expiredBefore: now })
+      await insertInProgressRecord(fx.testApp.config.database, scope, 'crashed-2', fingerprint, now)
       fx.testApp.clock.advance(IDEMPOTENCY_ABANDONED_AFTER_MS + 1)
       const body = '{"name":"Crashed twice","categoryId":1}'
       const responses = await Promise.all(Array.from({ length: 8 }, () => postWithKey(fx.testApp, fx.key, 'crashed-2', body)))
       const fresh = responses.filter((r) => r.statusCode === 201 && r.headers['idempotent-replayed'] === undefined)
       assert.equal(fresh.length, 1, responses.map((r) => `${r.statusCode} ${r.body}`).join('\n'))
-      assert.ok(responses.every((r) => r.statusCode === 409 || r.body === fresh[0]?.body))
+      assert.ok(responses.every((r) => r.body === fresh[0]?.body), 'every retry is answered with the one pet')
       assert.equal(await petsNamed(fx.testApp, fx.key, 'Crashed twice'), 1)
     })
 
@@ -403,28 +424,105 @@ for (const engine of ENGINES) {
     const { gate, wrap } = gateCreates()
     const fx = useTestApp(engine, { storage: wrap })
 
-    it('answers 409 idempotency_key_in_use for the same body and 422 for another, then replays', async () => {
+    it('answers the first request and a concurrent retry with the one pet, whichever commits first', async () => {
       const body = '{"name":"Slow","categoryId":1}'
       const first = postWithKey(fx.testApp, fx.key, 'slow-1', body)
+      let during: LightMyRequestResponse
       try {
+        // The first request is held before its transaction: the retry's commits first.
         await gate.entered
-        const during = await postWithKey(fx.testApp, fx.key, 'slow-1', body)
-        assert.equal(during.statusCode, 409)
-        assert.equal(errorBody(during).code, 'idempotency_key_in_use')
-        const other = await postWithKey(fx.testApp, fx.key, 'slow-1', '{"name":"Slow","categoryId":2}')
-        assert.equal(other.statusCode, 422)
-        assert.equal(errorBody(other).code, 'idempotency_key_reused')
+        during = await postWithKey(fx.testApp, fx.key, 'slow-1', body)
+        assert.equal(during.statusCode, 201, during.body)
       } finally {
         gate.open()
       }
       const done = await first
       assert.equal(done.statusCode, 201, done.body)
-      const after = await postWithKey(fx.testApp, fx.key, 'slow-1', body)
-      assert.equal(after.headers['idempotent-replayed'], 'true')
-      assert.equal(after.body, done.body)
+      assert.equal(done.body, during.body)
+      assert.deepEqual([during.headers['idempotent-replayed'], done.headers['idempotent-replayed']], [undefined, 'true'])
       assert.equal(await petsNamed(fx.testApp, fx.key, 'Slow'), 1)
+      const other = await postWithKey(fx.testApp, fx.key, 'slow-1', '{"name":"Slow","categoryId":2}')
+      assert.equal(other.statusCode, 422)
+      assert.equal(errorBody(other).code, 'idempotency_key_reused')
     })
   })
+
+  if (engine === 'postgres') {
+    describe('Idempotency-Key while another transaction holds the key on postgres', () => {
+      const fx = useTestApp(engine)
+
+      /** Another instance's keyed create, caught between taking the key and committing. */
+      async function holdKey(key: string, body: { name: string; categoryId: bigint }) {
+        const database = fx.testApp.config.database
+        assert.equal(database.engine, 'postgres')
+        const client = new pg.Client({ connectionString: database.url })
+        await client.connect()
+        await client.query('BEGIN')
+        const scope = await apiKeyIdOf(fx.testApp, fx.key)
+        const { rows } = await client.query<{ id: string }>(
+          'INSERT INTO pets (name, category_id, created_at) VALUES ($1, $2, $3) RETURNING id',
+          [body.name, body.categoryId.toString(), fx.testApp.clock.now()],
+        )
+        const id = rows[0]?.id ?? ''
+        const response = `{"id":${id},"name":"${body.name}","categoryId":${body.categoryId}}`
+        await client.query(
+          `INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, attempt_id, created_at, response_status, response_location, response_body)
+           VALUES ($1, $2, $3, $4, $5, 201, $6, $7)`,
+          [scope, key, createPetFingerprint(body), randomUUID(), fx.testApp.clock.now(), `http://localhost/v1/pets/${id}`, response],
+        )
+        return {
+          response,
+          end: async (outcome: 'COMMIT' | 'ROLLBACK') => {
+            await client.query(outcome)
+            await client.end()
+          },
+        }
+      }
+
+      /** Whether `promise` is still pending once the server has had time to answer (no answer must come). */
+      async function stillWaiting(promise: Promise<unknown>): Promise<boolean> {
+        const pending = Symbol('pending')
+        return (await Promise.race([promise, new Promise((resolve) => setTimeout(resolve, 300, pending))])) === pending
+      }
+
+      it('waits for the other transaction and replays its pet once it commits', async () => {
+        const held = await holdKey('held-commit', { name: 'Held', categoryId: 1n })
+        const retry = postWithKey(fx.testApp, fx.key, 'held-commit', '{"name":"Held","categoryId":1}')
+        const other = postWithKey(fx.testApp, fx.key, 'held-commit', '{"name":"Held","categoryId":2}')
+        assert.ok(await stillWaiting(retry), 'answered before the holder committed')
+        await held.end('COMMIT')
+        const [replayed, refused] = await Promise.all([retry, other])
+        assert.equal(replayed.statusCode, 201, replayed.body)
+        assert.equal(replayed.headers['idempotent-replayed'], 'true')
+        assert.equal(replayed.body, held.response)
+        assert.equal(refused.statusCode, 422, refused.body)
+        assert.equal(await petsNamed(fx.testApp, fx.key, 'Held'), 1)
+      })
+
+      it('creates the pet itself when the other transaction rolls back', async () => {
+        const held = await holdKey('held-rollback', { name: 'Rolled back', categoryId: 1n })
+        const retry = postWithKey(fx.testApp, fx.key, 'held-rollback', '{"name":"Rolled back","categoryId":1}')
+        assert.ok(await stillWaiting(retry), 'answered before the holder rolled back')
+        await held.end('ROLLBACK')
+        const created = await retry
+        assert.equal(created.statusCode, 201, created.body)
+        assert.equal(created.headers['idempotent-replayed'], undefined)
+        assert.equal(await petsNamed(fx.testApp, fx.key, 'Rolled back'), 1)
+      })
+
+      it('answers 409 idempotency_key_in_use when the other transaction outlasts the wait', async () => {
+        const held = await holdKey('held-long', { name: 'Held long', categoryId: 1n })
+        try {
+          const refused = await postWithKey(fx.testApp, fx.key, 'held-long', '{"name":"Held long","categoryId":1}')
+          assert.equal(refused.statusCode, 409, refused.body)
+          assert.equal(errorBody(refused).code, 'idempotency_key_in_use')
+        } finally {
+          await held.end('ROLLBACK')
+        }
+        assert.equal(await petsNamed(fx.testApp, fx.key, 'Held long'), 0)
+      })
+    })
+  }
 
   describe(`Idempotency-Key after a failed first attempt on ${engine}`, () => {
     let failNext = true
@@ -433,8 +531,8 @@ for (const engine of ENGINES) {
       ...storage,
       idempotency: {
         ...storage.idempotency,
-        createPet: (attempt, pet, createdAt, respond) =>
-          storage.idempotency.createPet(attempt, pet, createdAt, (created) => {
+        createPet: (request, pet, respond) =>
+          storage.idempotency.createPet(request, pet, (created) => {
             if (!failNext) return respond(created)
             failNext = false
             throw outageError(engine)

@@ -79,6 +79,22 @@ describe('request logging and request ids', () => {
     }
   })
 
+  it("logs an unknown route's path and answers its 404 with a key in it redacted, however the key is percent-encoded", async () => {
+    const secret = fx.key.slice('ps_live_'.length)
+    for (const path of [
+      `/v1/ps_live_%${secret.charCodeAt(0).toString(16)}${secret.slice(1)}`,
+      `/v1/%70s_live_${secret}`,
+      `/v1/${[...fx.key].map((char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`).join('')}`,
+    ]) {
+      const before = fx.testApp.logs.length
+      const response = await fx.testApp.app.inject({ method: 'GET', url: path })
+      assert.equal(response.statusCode, 404)
+      assert.equal((JSON.parse(response.body) as { message: string }).message, 'No route GET /v1/ps_live_…[redacted].', path)
+      const line = fx.testApp.logs.slice(before)[0] ?? {}
+      assert.equal(line.path, '/v1/ps_live_…[redacted]', path)
+    }
+  })
+
   it('logs unknown routes with their path', async () => {
     const before = fx.testApp.logs.length
     await fx.testApp.app.inject({ method: 'GET', url: '/nowhere?x=1' })

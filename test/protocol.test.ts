@@ -191,6 +191,33 @@ for (const engine of ENGINES) {
         })
       }
 
+      // Node's parser refuses a method it does not know before there is a request to route.
+      for (const [method, path] of [
+        ['FOO', '/v1/pets'],
+        ['BREW', '/v1/pets/1'],
+        ['get', '/v1/pets'],
+        ['post', '/v1/pets'],
+        ['Get', '/healthz'],
+        ['DESCRIBE', '/v1/pets'],
+        ['FOO', '/v1/nothing'],
+      ] as const) {
+        it(`answers the unrecognised method ${method} on ${path} with 501 not_implemented, whatever the path`, async () => {
+          const response = await exchange(port, `${method} ${path} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+          const body = assertServiceError(response, 501, 'not_implemented')
+          assert.match(body.message, new RegExp(`method ${method} `))
+          assert.equal(response.headers.connection, 'close')
+        })
+      }
+
+      for (const [what, bytes] of [
+        ['a method with a tab in it', 'GET\t /v1/pets HTTP/1.1\r\nHost: a\r\n\r\n'],
+        ['a request line of four words', 'THIS IS NOT HTTP\r\n\r\n'],
+      ] as const) {
+        it(`answers ${what} with 400, not 501: the request line itself is malformed`, async () => {
+          assertServiceError(await exchange(port, bytes), 400, 'invalid_request')
+        })
+      }
+
       it('answers an unknown method on an unknown path with 404', async () => {
         assertServiceError(await exchange(port, 'PROPFIND /v1/nothing HTTP/1.1\r\nHost: a\r\n\r\n'), 404, 'not_found')
       })

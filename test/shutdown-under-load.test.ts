@@ -6,8 +6,10 @@ import { after, describe, it } from 'node:test'
 import { ENGINES, type Engine, createTestDatabase } from './helper.js'
 import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir, within } from './processes.js'
 
-// SIGTERM to a real server while clients keep it busy: every request sent before the signal is
-// answered in full, every 201 is kept, and the process exits 0.
+// SIGTERM to a real server while keep-alive clients keep it busy, as one process and as --workers 2:
+// every request that reaches the server, before the signal or during the drain, is answered in full;
+// no connection is reset; a request after the server stopped listening is refused before it is sent
+// (ECONNREFUSED); every 201 is kept, and the process exits 0.
 
 after(cleanupProcesses)
 
@@ -20,11 +22,16 @@ const CLIENTS = 40
 const SIGNAL_AFTER_ANSWERS = 400
 const QUEUED = 20
 const STATUSES = ['available', 'pending', 'sold', undefined] as const
+/** One process, and a primary whose workers share its listening socket. */
+const SHAPES: [string, string[]][] = [
+  ['one process', []],
+  ['--workers 2', ['--workers', '2']],
+]
 
 /** One request and what became of it. Times are performance.now() of this process. */
 interface Exchange {
   client: number
-  kind: 'create' | 'list'
+  kind: 'create' | 'idempotent create' | 'list'
   /** The create's unique name, which tells its stored pet apart. */
   name: string
   /** When the last byte of the request was handed to the kernel. */
@@ -35,28 +42,34 @@ interface Exchange {
   /** The whole response arrived: as many body bytes as Content-Length said. */
   complete?: boolean
   error?: string
+  /** The request went out on a connection an earlier answer had kept alive. */
+  reused?: boolean
 }
 
-/** Sends one create or list on `agent`'s connection; resolves, never rejects, with what happened. */
+const KINDS = ['create', 'idempotent create', 'list'] as const
+
+/** Sends one create, create with Idempotency-Key or list on `agent`'s connection; resolves, never rejects, with what happened. */
 function exchange(agent: http.Agent, port: number, key: string, client: number, n: number): Promise<Exchange> {
-  const kind = n % 3 === 2 ? 'list' : 'create'
+  const kind = KINDS[n % KINDS.length] ?? 'list'
   const name = `load ${client}.${n}`
   const status = STATUSES[n % STATUSES.length]
   const record: Exchange = { client, kind, name }
-  const body = kind === 'create' ? JSON.stringify({ name, categoryId: 1 + n, ...(status === undefined ? {} : { status }) }) : ''
+  const body = kind !== 'list' ? JSON.stringify({ name, categoryId: 1 + n, ...(status === undefined ? {} : { status }) }) : ''
   return new Promise((resolve) => {
     const finish = (fields: Partial<Exchange>) => resolve(Object.assign(record, { answeredAt: performance.now(), ...fields }))
     const request = http.request({
       agent,
       host: '127.0.0.1',
       port,
-      method: kind === 'create' ? 'POST' : 'GET',
-      path: kind === 'create' ? '/v1/pets' : '/v1/pets?limit=5',
+      method: kind === 'list' ? 'GET' : 'POST',
+      path: kind === 'list' ? '/v1/pets?limit=5' : '/v1/pets',
       headers: {
         authorization: `Bearer ${key}`,
-        ...(kind === 'create' ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}),
+        ...(kind === 'list' ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }),
+        ...(kind === 'idempotent create' ? { 'idempotency-key': `load-${client}-${n}` } : {}),
       },
     })
+    request.on('socket', () => (record.reused = request.reusedSocket))
     request.on('finish', () => (record.sentAt = performance.now()))
     request.on('response', (response) => {
       let text = ''
@@ -153,81 +166,96 @@ async function sendCreate(port: number, key: string, name: string): Promise<{ na
 
 for (const engine of ENGINES) {
   describe(`SIGTERM under load on ${engine}`, () => {
-    it(`answers every request sent before the signal in full, keeps every 201 and exits 0 (${CLIENTS} keep-alive clients)`, { timeout: 90_000 }, async (context) => {
-      const { dir, env } = await freshDatabase(engine)
-      const key = await createKey(env, dir)
-      const server = await startServer(env, dir)
+    for (const [shape, args] of SHAPES) {
+      const name =
+        `answers every request that reaches it, before SIGTERM or during the drain, in full, resets no connection, ` +
+        `keeps every 201 and exits 0 (${CLIENTS} keep-alive clients, ${shape})`
+      it(name, { timeout: 120_000 }, async (context) => {
+        const { dir, env } = await freshDatabase(engine)
+        const key = await createKey(env, dir)
+        const server = await startServer(env, dir, args)
 
-      const exchanges: Exchange[] = []
-      let answered = 0
-      // The signal waits until every client's connection has been served once: a connection the
-      // server has not accepted yet is the case of the next test, made there on purpose.
-      const served = new Set<number>()
-      const started = performance.now()
-      let signalAt: number | undefined
-      let exited = false
-      void server.exited.then(() => (exited = true))
+        const exchanges: Exchange[] = []
+        let answered = 0
+        // The signal waits until every client's connection has been served once: a connection the
+        // server has not accepted yet is the case of the next test, made there on purpose.
+        const served = new Set<number>()
+        const started = performance.now()
+        let signalAt: number | undefined
+        let exited = false
+        void server.exited.then(() => (exited = true))
 
-      const client = async (i: number): Promise<void> => {
-        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
-        try {
-          for (let n = 0; !exited; n++) {
-            const done = await exchange(agent, server.port, key, i, n)
-            exchanges.push(done)
-            if (done.error === undefined) {
-              answered++
-              served.add(i)
+        // Each client goes on sending after the signal, as a client that knows nothing of it would,
+        // until the server refuses its connection or has exited.
+        const client = async (i: number): Promise<void> => {
+          const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+          try {
+            for (let n = 0; !exited; n++) {
+              const done = await exchange(agent, server.port, key, i, n)
+              exchanges.push(done)
+              if (done.error === undefined) {
+                answered++
+                served.add(i)
+              }
+              const loaded = answered >= SIGNAL_AFTER_ANSWERS && served.size === CLIENTS
+              // A client that never gets through must not hold the signal back forever; the checks below name it.
+              if ((loaded || performance.now() - started > 30_000) && signalAt === undefined) {
+                signalAt = performance.now()
+                server.child.kill('SIGTERM')
+              }
+              if (done.error !== undefined && signalAt !== undefined) break
             }
-            const loaded = answered >= SIGNAL_AFTER_ANSWERS && served.size === CLIENTS
-            // A client that never gets through must not hold the signal back forever; the checks below name it.
-            if ((loaded || performance.now() - started > 20_000) && signalAt === undefined) {
-              signalAt = performance.now()
-              server.child.kill('SIGTERM')
-            }
-            // Once the server has stopped accepting, a failed request ends this client.
-            if (done.error !== undefined && signalAt !== undefined) break
+          } finally {
+            agent.destroy()
           }
-        } finally {
-          agent.destroy()
         }
-      }
-      await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i)))
-      const exit = await within(server.exited, 15_000, () => `the server did not exit:\n${server.output()}`)
-      const exitedAt = performance.now()
+        await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i)))
+        const exit = await within(server.exited, 20_000, () => `the server did not exit:\n${server.output()}`)
+        const exitedAt = performance.now()
 
-      assert.ok(signalAt !== undefined, 'the signal was never sent')
-      const signal = signalAt
-      const sentBefore = exchanges.filter((e) => e.sentAt !== undefined && e.sentAt < signal)
-      const inFlight = sentBefore.filter((e) => (e.answeredAt ?? Infinity) > signal)
-      const later = exchanges.filter((e) => !sentBefore.includes(e))
-      context.diagnostic(
-        `${exchanges.length} requests: ${sentBefore.length} sent before SIGTERM (${inFlight.length} of them in flight), ` +
-          `${later.length} after (${later.filter((e) => e.error !== undefined).length} refused); exited ${Math.round(exitedAt - signal)} ms after the signal`,
-      )
+        assert.ok(signalAt !== undefined, 'the signal was never sent')
+        const signal = signalAt
+        const sentBefore = exchanges.filter((e) => e.sentAt !== undefined && e.sentAt < signal)
+        const inFlight = sentBefore.filter((e) => (e.answeredAt ?? Infinity) > signal)
+        const duringDrain = exchanges.filter((e) => e.sentAt !== undefined && e.sentAt >= signal && e.error === undefined)
+        const refused = exchanges.filter((e) => e.error === 'ECONNREFUSED')
+        context.diagnostic(
+          `${exchanges.length} requests: ${sentBefore.length} sent before SIGTERM (${inFlight.length} of them in flight), ` +
+            `${duringDrain.length} answered after it, ${refused.length} refused; exited ${Math.round(exitedAt - signal)} ms after the signal`,
+        )
 
-      const explain = (e: Exchange): string =>
-        `${e.kind} ${e.name} sent ${e.sentAt === undefined ? 'never' : `${(e.sentAt - signal).toFixed(1)} ms`} from the signal: ` +
-        `${e.status ?? ''} ${e.error ?? ''} ${e.complete === false ? '(truncated)' : ''}`
-      assert.deepEqual(
-        sentBefore.filter((e) => e.error !== undefined || e.complete !== true).map(explain),
-        [],
-        `requests sent before the signal were not answered in full; the server wrote:\n${server.output()}`,
-      )
-      assert.deepEqual(
-        exchanges.filter((e) => e.status !== undefined && e.status !== (e.kind === 'create' ? 201 : 200)).map(explain),
-        [],
-        'requests were answered with something else than success',
-      )
-      assert.ok(inFlight.length > 0, 'no request was in flight at the signal: the test proved nothing')
-      assert.deepEqual(exit, { code: 0, signal: null }, server.output())
+        const explain = (e: Exchange): string =>
+          `${e.kind} ${e.name} sent ${e.sentAt === undefined ? 'never' : `${(e.sentAt - signal).toFixed(1)} ms`} from the signal` +
+          ` on a ${e.reused === true ? 'kept-alive' : 'new'} connection: ${e.status ?? ''} ${e.error ?? ''} ${e.complete === false ? '(truncated)' : ''}`
+        // A refused connection carried nothing: its client knows that its request was not carried out.
+        // Anything else that is not a whole answer (a reset, a hang-up, a truncated body) leaves it guessing.
+        assert.deepEqual(
+          exchanges.filter((e) => e.error !== 'ECONNREFUSED' && (e.error !== undefined || e.complete !== true)).map(explain),
+          [],
+          `requests were not answered in full; the server wrote:\n${server.output()}`,
+        )
+        assert.deepEqual(
+          refused.filter((e) => e.answeredAt !== undefined && e.answeredAt < signal).map(explain),
+          [],
+          'connections were refused before the signal',
+        )
+        assert.deepEqual(
+          exchanges.filter((e) => e.status !== undefined && e.status !== (e.kind === 'list' ? 200 : 201)).map(explain),
+          [],
+          'requests were answered with something else than success',
+        )
+        assert.ok(inFlight.length > 0, 'no request was in flight at the signal: the test proved nothing')
+        assert.ok(duringDrain.length > 0, 'no request was sent during the drain: the test proved nothing')
+        assert.deepEqual(exit, { code: 0, signal: null }, server.output())
 
-      const acknowledged = new Map(
-        exchanges
-          .filter((e) => e.kind === 'create' && e.status === 201 && e.body !== undefined)
-          .map((e): [number, string] => [(JSON.parse(e.body ?? '') as { id: number }).id, e.body ?? '']),
-      )
-      await assertStoredExactly(env, dir, key, acknowledged)
-    })
+        const acknowledged = new Map(
+          exchanges
+            .filter((e) => e.kind !== 'list' && e.status === 201 && e.body !== undefined)
+            .map((e): [number, string] => [(JSON.parse(e.body ?? '') as { id: number }).id, e.body ?? '']),
+        )
+        await assertStoredExactly(env, dir, key, acknowledged)
+      })
+    }
 
     it(`answers requests already waiting in the accept backlog at SIGTERM instead of resetting them (${QUEUED} requests)`, { timeout: 30_000 }, async () => {
       const { dir, env } = await freshDatabase(engine)

@@ -355,6 +355,75 @@ for (const engine of ENGINES) {
     })
   })
 
+  describe(`createPet query parameters on ${engine}`, () => {
+    const fx = useTestApp(engine)
+    const valid = '{"name":"Queried","categoryId":1}'
+    const create = (key: string, query: string, headers: Record<string, string> = {}) =>
+      fx.testApp.request(key, { method: 'POST', url: `/v1/pets${query}`, headers: { 'content-type': 'application/json', ...headers }, payload: valid })
+    const count = async () => (JSON.parse(await listPetsText(fx.testApp, fx.key)) as unknown[]).length
+
+    // Each would once have been answered 201 with the parameter dropped: `status` silently lost.
+    const refused: [what: string, query: string, names: string[]][] = [
+      ['a status, which belongs in the body', '?status=sold', ['status']],
+      ['a name, which belongs in the body', '?name=x', ['name']],
+      ['a parameter without a value', '?a', ['a']],
+      ['a repeated parameter', '?a=1&a=2', ['a']],
+      ['two parameters', '?a&b', ['a', 'b']],
+      ['a percent-encoded name', '?%73tatus=sold', ['status']],
+      ['a name with an encoded space', '?pet%20name=x', ['pet name']],
+      ['a name that is not UTF-8', '?%FF=1', ['%FF']],
+      ['an empty name', '?=x', ['']],
+      ['a listPets parameter, which createPet does not take', '?limit=5', ['limit']],
+      ['an Idempotency-Key sent as a parameter instead of a header', '?idempotency-key=k1', ['idempotency-key']],
+    ]
+    for (const [what, query, names] of refused) {
+      it(`refuses ${what} (${query}) with 400 naming ${names.map((name) => `'${name}'`).join(' and ')}, and stores nothing`, async () => {
+        const before = await count()
+        const response = await create(fx.key, query)
+        assert.equal(response.statusCode, 400, response.body)
+        const body = errorBody(response)
+        assert.equal(body.code, 'invalid_request')
+        for (const name of names) assert.ok(body.message.includes(`unknown parameter '${name}'`), body.message)
+        assert.equal(await count(), before)
+      })
+    }
+
+    it('words the refusal as listPets and getPet do', async () => {
+      const onCreatePet = errorBody(await create(fx.key, '?stauts=sold'))
+      const onListPets = errorBody(await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets?stauts=sold' }))
+      assert.equal(onCreatePet.message, onListPets.message)
+      assert.equal(onCreatePet.message, "Invalid query parameters: unknown parameter 'stauts'.")
+    })
+
+    it('refuses a parameter on a create with an Idempotency-Key without spending the key: the retry without it creates the pet', async () => {
+      const before = await count()
+      assert.equal((await create(fx.key, '?status=sold', { 'idempotency-key': 'query-refused' })).statusCode, 400)
+      assert.equal(await count(), before)
+      const retry = await create(fx.key, '', { 'idempotency-key': 'query-refused' })
+      assert.equal(retry.statusCode, 201, retry.body)
+      assert.equal(retry.headers['idempotent-replayed'], undefined)
+      assert.equal(await count(), before + 1)
+    })
+
+    it('answers a parameter from a client without a key with 401, and from a read-only key with 403, before the 400', async () => {
+      const before = await count()
+      const anonymous = await fx.testApp.app.inject({ method: 'POST', url: '/v1/pets?status=sold', headers: { 'content-type': 'application/json' }, payload: valid })
+      assert.equal(anonymous.statusCode, 401, anonymous.body)
+      const readOnly = await create(await fx.testApp.createKey({ scopes: ['pets:read'] }), '?status=sold')
+      assert.equal(readOnly.statusCode, 403, readOnly.body)
+      assert.equal(await count(), before)
+    })
+
+    for (const query of ['?', '?&']) {
+      it(`creates the pet for an empty query string (${query}), which carries no parameter, as getPet accepts it`, async () => {
+        const before = await count()
+        const response = await create(fx.key, query)
+        assert.equal(response.statusCode, 201, response.body)
+        assert.equal(await count(), before + 1)
+      })
+    }
+  })
+
   describe(`authentication before validation on ${engine}`, () => {
     const fx = useTestApp(engine)
 

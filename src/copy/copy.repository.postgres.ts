@@ -1,4 +1,5 @@
 import type pg from 'pg'
+import { inTransaction } from '../storage/postgres/transaction.js'
 import { COPY_TABLES, type CopyReader, type CopyRepository, type CopyRow, type CopyWriter } from './copy.repository.js'
 
 // Table and column names come from COPY_TABLES or from the database's own catalogue, never from a user.
@@ -50,29 +51,13 @@ function reader(client: pg.PoolClient): CopyReader {
 }
 
 export function createPostgresCopyRepository(pool: pg.Pool): CopyRepository {
-  async function inTransaction<T>(begin: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await pool.connect()
-    let broken: Error | undefined
-    try {
-      await client.query(begin)
-      const result = await work(client)
-      await client.query('COMMIT')
-      return result
-    } catch (error) {
-      await client.query('ROLLBACK').catch((rollback: unknown) => (broken = rollback as Error))
-      throw error
-    } finally {
-      client.release(broken)
-    }
-  }
-
   return {
     readSnapshot(read) {
       // One snapshot for every statement, and READ ONLY: the copy never writes to its source.
-      return inTransaction('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', (client) => read(reader(client)))
+      return inTransaction(pool, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', (client) => read(reader(client)))
     },
     writeAtomically(write) {
-      return inTransaction('BEGIN', async (client) => {
+      return inTransaction(pool, 'BEGIN', async (client) => {
         // EXCLUSIVE blocks every other writer (a server, a second copy) until the commit, but not readers:
         // the check that the target is empty holds until the copy is in. A second copy waits, then finds
         // the target full and is refused.

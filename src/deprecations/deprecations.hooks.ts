@@ -10,7 +10,10 @@ export interface DeprecatedOperation {
   operationId: string
   deprecatedAt: Date
   sunset: Date
-  /** Path of the operation that replaces the deprecated one. */
+  /**
+   * URL of the operation that replaces the deprecated one, under `PUBLIC_BASE_URL` as `Location` is: a
+   * path alone would lose the base path of a service mounted below its origin (`…/base/v1/pets`).
+   */
   successor: string
 }
 

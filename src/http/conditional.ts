@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 /**
@@ -35,5 +36,8 @@ export function conditionalGet(
   reply.header('cache-control', READ_CACHE_CONTROL).header('vary', vary === undefined ? 'Authorization' : `${String(vary)}, Authorization`)
   if (!matchesIfNoneMatch(request.headers['if-none-match'], etag)) return done(null, payload)
   reply.code(304).removeHeader('content-type')
-  done(null, null)
+  // The HEAD route Fastify derives from a GET appends a last onSend that reads the payload and throws on
+  // null (fastify/fastify#6978), and would put a Content-Length on an empty string: an ended stream is
+  // the empty payload it passes on as it is, so that HEAD's 304 carries exactly GET's headers.
+  done(null, request.method === 'HEAD' ? Readable.from([]) : null)
 }

@@ -62,9 +62,11 @@ export function registerErrorHandling(app: FastifyInstance, isUnavailable: (erro
     return sendError(reply, new ApiError('internal_error', `Internal error; quote request id ${request.id} when reporting it.`))
   })
 
-  app.setNotFoundHandler((request, reply) =>
-    sendError(reply, new ApiError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`)),
-  )
+  app.setNotFoundHandler((request, reply) => {
+    // HEAD's Content-Length is that of GET's answer (RFC 9110 §9.3.2), so its unsent message is GET's.
+    const method = request.method === 'HEAD' ? 'GET' : request.method
+    return sendError(reply, new ApiError('not_found', `No route ${method} ${request.url.split('?')[0]}.`))
+  })
 }
 
 /**

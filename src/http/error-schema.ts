@@ -16,6 +16,27 @@ export const ErrorSchema = Type.Object(
 
 type Headers = Record<string, TSchema>
 
+/**
+ * The keyword that marks a header's schema as always sent on the responses that list it that way;
+ * openapi.ts turns it into the header's `required: true`. @fastify/swagger has no word for it.
+ */
+export const ALWAYS_SENT = 'x-always-sent'
+
+/**
+ * `headers` as a response lists those it always carries, whatever led to it: clients and contract
+ * testers may count on them. A header sent on some answers of a status only is listed without it.
+ */
+export function alwaysSent<H extends Headers>(headers: H): H {
+  const marked: Headers = {}
+  for (const [name, schema] of Object.entries(headers)) marked[name] = { ...schema, [ALWAYS_SENT]: true }
+  return marked as H
+}
+
+/** On every error, whichever layer answers it (sendError, or http-protocol.ts before Fastify has a request). */
+export const ERROR_HEADERS = alwaysSent({
+  'Cache-Control': Type.Literal('no-store', { description: '`no-store`: an error is never kept by any cache.' }),
+})
+
 /** The IETF draft rate-limit headers (draft-ietf-httpapi-ratelimit-headers). */
 export const RATE_LIMIT_HEADERS = {
   'RateLimit-Policy': Type.String({
@@ -33,7 +54,7 @@ export const RATE_LIMIT_HEADERS = {
 
 /** A response that carries the Error body, with what it means for this operation. */
 function errorBody(description: string, headers: Headers): TSchema {
-  return RefTo(ErrorSchema, { description, headers })
+  return RefTo(ErrorSchema, { description, headers: { ...headers, ...ERROR_HEADERS } })
 }
 
 /**
@@ -45,15 +66,16 @@ export function errorResponse(description: string, headers: Headers = {}): TSche
   return errorBody(description, { ...headers, ...RATE_LIMIT_HEADERS })
 }
 
-const WWW_AUTHENTICATE_HEADER = {
+const WWW_AUTHENTICATE_HEADER = alwaysSent({
   'WWW-Authenticate': Type.String({
+    pattern: '^Bearer realm="petstore"(, error="invalid_token")?$',
     description: 'Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid.',
   }),
-}
+})
 
-const RETRY_AFTER_HEADER = {
-  'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying.' }),
-}
+const RETRY_AFTER_HEADER = alwaysSent({
+  'Retry-After': Type.Integer({ minimum: 1, description: 'Seconds to wait before retrying.' }),
+})
 
 /** No key was counted, so no RateLimit headers. `headers`: those the operation adds to every answer. */
 export const unauthorizedResponse = (headers: Headers = {}): TSchema =>
@@ -63,8 +85,10 @@ export const unauthorizedResponse = (headers: Headers = {}): TSchema =>
 export const forbiddenResponse = (scope: Scope, headers: Headers = {}): TSchema =>
   errorResponse(`The API key is valid but does not have the \`${scope}\` scope (\`forbidden\`).`, {
     ...headers,
-    'WWW-Authenticate': Type.String({
-      description: `Bearer challenge (RFC 6750 §3.1): \`Bearer realm="petstore", error="insufficient_scope", scope="${scope}"\`.`,
+    ...alwaysSent({
+      'WWW-Authenticate': Type.Literal(`Bearer realm="petstore", error="insufficient_scope", scope="${scope}"`, {
+        description: 'Bearer challenge (RFC 6750 §3.1) naming the scope the key lacks.',
+      }),
     }),
   })
 

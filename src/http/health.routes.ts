@@ -30,8 +30,9 @@ export function registerHealthRoutes(
   app.get('/healthz', { schema: { ...hidden, response: { 200: ok } } }, async () => ({ status: 'ok' as const }))
 
   app.get('/readyz', { schema: { ...hidden, response: { 200: ready } } }, async (request) => {
-    // Tells the load balancer to stop sending before the server stops listening.
-    if (isDraining()) throw new ApiError('unavailable', 'The service is shutting down.', { 'retry-after': '1' })
+    // Tells the load balancer to stop sending before the server stops listening; the prober's own
+    // connection has no more use.
+    if (isDraining()) throw new ApiError('unavailable', 'The service is shutting down.', { 'retry-after': '1', connection: 'close' })
     try {
       await storage.ping()
     } catch (error) {

@@ -58,13 +58,32 @@ const CLIENT_ERRORS: Record<string, () => ApiError> = {
   ERR_HTTP_REQUEST_TIMEOUT: () => new ApiError('request_timeout', 'The request took too long to arrive.'),
 }
 
+/** A request line as RFC 9112 §3 writes it, with a method that is a token (RFC 9110 §5.6.2). */
+const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) \S+ HTTP\/\d\.\d\r?\n/
+
+/**
+ * The method of a well-formed request line that Node's parser refused because it does not know the
+ * method: an unrecognised method is 501 (RFC 9110 §15.6.2), not malformed HTTP. Node knows HTTP's
+ * methods, WebDAV's and a few more (`http.METHODS`); those a path does not serve are 405.
+ */
+function unknownMethod(error: Error & { rawPacket?: unknown }): string | undefined {
+  if (!Buffer.isBuffer(error.rawPacket)) return undefined
+  const method = REQUEST_LINE.exec(error.rawPacket.toString('latin1'))?.[1]
+  return method !== undefined && !http.METHODS.includes(method) ? method : undefined
+}
+
 /** Answers HTTP that Node could not parse, before Fastify sees a request, in the same error shape. */
-export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
+export function clientErrorHandler(error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
   if (error.code === 'ECONNRESET' || !socket.writable) {
     socket.destroy()
     return
   }
-  const apiError = CLIENT_ERRORS[error.code ?? '']?.() ?? new ApiError('invalid_request', 'The request is not well-formed HTTP.')
+  const method = unknownMethod(error)
+  const apiError =
+    method !== undefined
+      ? // A method may be as long as the header block allows: the message quotes only its start.
+        new ApiError('not_implemented', `The method ${method.slice(0, 40)} is not one this service knows; methods are case-sensitive.`)
+      : (CLIENT_ERRORS[error.code ?? '']?.() ?? new ApiError('invalid_request', 'The request is not well-formed HTTP.'))
   answerOnSocket(socket, apiError)
 }
 

@@ -1,7 +1,10 @@
 import swagger from '@fastify/swagger'
+import { type TSchema, Type } from '@sinclair/typebox'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.js'
-import { ErrorSchema } from './error-schema.js'
+import { ERROR_STATUS } from '../errors.js'
+import { ALWAYS_SENT, ERROR_HEADERS, ErrorSchema, alwaysSent } from './error-schema.js'
+import { MAX_HEADER_LINES } from './http-protocol.js'
 import { writeInt64BoundsExactly } from '../int64.js'
 
 export const OPENAPI_PATH = '/v1/openapi.json'
@@ -12,33 +15,120 @@ Every operation needs an API key sent as \`Authorization: Bearer <key>\`. Every 
 the body \`{ code, message, status }\`; the \`code\` values are listed on the Error schema.
 Integers (\`id\`, \`categoryId\`) are exact across the whole int64 range: parse them losslessly.`
 
-/** The reusable response every operation refers to for 405: a path answers the methods it lacks with it. */
-const METHOD_NOT_ALLOWED = 'MethodNotAllowed'
+type Headers = Record<string, TSchema>
 
-const methodNotAllowedResponse = {
-  description:
-    'The path exists but not with this method (`method_not_allowed`), whatever else is wrong with the request: ' +
-    'routing comes before authentication. `Allow` lists the methods the path has.',
-  headers: {
-    Allow: {
-      required: true,
-      description: 'The methods of the path: those of its operations, and `HEAD` wherever there is `GET`, e.g. `GET, HEAD, POST`.',
-      schema: { type: 'string' as const },
-    },
-  },
-  content: { 'application/json': { schema: { $ref: `#/components/schemas/${ErrorSchema.$id}` } } },
+/** On every response, from the first hook of every request (app.ts) or with the answers given before it. */
+const REQUEST_ID_HEADER = alwaysSent({
+  'X-Request-Id': Type.String({
+    minLength: 1,
+    maxLength: 128,
+    description:
+      "The id of this request in the service's logs: the request's own `X-Request-Id` when it is safe to echo, " +
+      'otherwise a new UUID. Quote it when reporting a problem.',
+  }),
+})
+
+interface DocumentHeader {
+  $ref?: string
+  description?: string
+  required?: boolean
+  schema?: Record<string, unknown>
+}
+
+interface DocumentResponse {
+  $ref?: string
+  description?: string
+  headers?: Record<string, DocumentHeader>
+  content?: Record<string, { schema: Record<string, unknown> }>
 }
 
 interface DocumentOperation {
   description?: string
-  responses?: Record<string, unknown>
+  responses?: Record<string, DocumentResponse>
+}
+
+/** Header schemas as the document holds them: as @fastify/swagger writes those of the routes. */
+function documentHeaders(headers: Headers): Record<string, DocumentHeader> {
+  return Object.fromEntries(
+    Object.entries(headers).map(([name, schema]) => {
+      const { description, ...rest } = JSON.parse(JSON.stringify(schema)) as { description?: string } & Record<string, unknown>
+      return [name, { description, schema: rest }]
+    }),
+  )
+}
+
+/** An error answer that every operation shares, given before the request reaches its route. */
+function sharedErrorResponse(description: string, headers: Headers = {}) {
+  return {
+    description,
+    headers: documentHeaders({ ...headers, ...ERROR_HEADERS }),
+    content: { 'application/json': { schema: { $ref: `#/components/schemas/${ErrorSchema.$id}` } } },
+  }
+}
+
+/**
+ * Answers that do not depend on the operation, each one named response that every operation refers
+ * to: 405 for the methods a path lacks (with its path's `Allow`), and what the HTTP layer answers
+ * before routing (http-protocol.ts), so a request to any operation can get it. Not 501: a method HTTP
+ * does not define is no operation's method, and the Error code catalogue lists it.
+ */
+const SHARED_STATUS = {
+  MethodNotAllowed: ERROR_STATUS.method_not_allowed,
+  RequestTimeout: ERROR_STATUS.request_timeout,
+  ExpectationFailed: ERROR_STATUS.expectation_failed,
+  RequestHeaderFieldsTooLarge: ERROR_STATUS.request_header_fields_too_large,
+} as const
+
+/** The SHARED_STATUS responses, made afresh for each document: the finishing touches change them in place. */
+const sharedResponses = () => ({
+  MethodNotAllowed: sharedErrorResponse(
+    'The path exists but not with this method (`method_not_allowed`), whatever else is wrong with the request: ' +
+      'routing comes before authentication. `Allow` lists the methods the path has.',
+    alwaysSent({
+      Allow: Type.String({
+        description: 'The methods of the path: those of its operations, and `HEAD` wherever there is `GET`, e.g. `GET, HEAD, POST`.',
+      }),
+    }),
+  ),
+  RequestTimeout: sharedErrorResponse(
+    'The headers did not arrive within `HEADERS_TIMEOUT_MS`, or the whole request within `REQUEST_TIMEOUT_MS` ' +
+      '(`request_timeout`). The connection is closed.',
+  ),
+  ExpectationFailed: sharedErrorResponse(
+    '`Expect` asks for something other than `100-continue` (`expectation_failed`). Answered before anything else; the connection is closed.',
+  ),
+  RequestHeaderFieldsTooLarge: sharedErrorResponse(
+    `The header block is over 16 KiB, or has more than ${MAX_HEADER_LINES} lines (\`request_header_fields_too_large\`). ` +
+      'Answered before anything else.',
+  ),
+}) satisfies Record<keyof typeof SHARED_STATUS, DocumentResponse>
+
+/** `required: true` for each header marked as always sent: @fastify/swagger copies header schemas as they are. */
+function markRequired(headers: Record<string, DocumentHeader>): void {
+  for (const header of Object.values(headers)) {
+    if (header.schema === undefined) continue
+    const { [ALWAYS_SENT]: always, ...schema } = header.schema
+    if (always !== true) continue
+    header.schema = schema
+    header.required = true
+  }
+}
+
+/** Gives every response the headers every answer carries, as references to their one definition. */
+function addHeadersOfEveryAnswer(responses: Iterable<DocumentResponse>): void {
+  const everywhere = Object.fromEntries(Object.keys(REQUEST_ID_HEADER).map((name) => [name, { $ref: `#/components/headers/${name}` }]))
+  for (const response of responses) {
+    if (response.$ref !== undefined) continue
+    response.headers = { ...everywhere, ...response.headers }
+    markRequired(response.headers)
+  }
 }
 
 /**
  * What the operations alone cannot show: every GET also answers HEAD (Fastify serves it from the
  * GET route), and every other method of a known path answers 405. HEAD is said in words rather
  * than as `head` operations, which would give every generated client a method per path that no
- * one needs; 405 is one named response, referred to by each operation with its path's `Allow`.
+ * one needs. Each operation refers to the SHARED_STATUS responses, its 405 with its path's `Allow`.
  */
 function describeOtherMethods(paths: Record<string, Record<string, DocumentOperation>>): void {
   for (const [path, operations] of Object.entries(paths)) {
@@ -48,13 +138,15 @@ function describeOtherMethods(paths: Record<string, Record<string, DocumentOpera
       if (method === 'get') {
         operation.description = `${operation.description ?? ''}\n\nAlso answers \`HEAD\`: as \`GET\`, with the same status and headers, without the body.`.trimStart()
       }
-      operation.responses = {
-        ...operation.responses,
-        405: {
-          $ref: `#/components/responses/${METHOD_NOT_ALLOWED}`,
-          description: `Any method other than ${methods.join(', ').replace(/, (\w+)$/, ' and $1')} on \`${path}\` is answered 405 \`method_not_allowed\` with \`Allow: ${allow}\`.`,
-        },
+      const shared: Record<string, DocumentResponse> = {}
+      for (const [name, status] of Object.entries(SHARED_STATUS)) shared[status] = { $ref: `#/components/responses/${name}` }
+      shared[ERROR_STATUS.method_not_allowed] = {
+        $ref: `#/components/responses/MethodNotAllowed`,
+        description: `Any method other than ${methods.join(', ').replace(/, (\w+)$/, ' and $1')} on \`${path}\` is answered 405 \`method_not_allowed\` with \`Allow: ${allow}\`.`,
       }
+      const responses = { ...operation.responses, ...shared }
+      // In the order of their statuses, as a reader looks them up.
+      operation.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)))
     }
   }
 }
@@ -104,7 +196,8 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
               'without the scope an operation needs gets 403 `forbidden`.',
           },
         },
-        responses: { [METHOD_NOT_ALLOWED]: methodNotAllowedResponse },
+        headers: documentHeaders(REQUEST_ID_HEADER),
+        responses: sharedResponses(),
       },
       security: [{ bearerAuth: [] }],
     },
@@ -112,7 +205,14 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
     transformObject: (documentObject) => {
       if (!('openapiObject' in documentObject)) throw new Error('an OpenAPI 3 document was expected')
       const document = documentObject.openapiObject
-      describeOtherMethods(document.paths as Record<string, Record<string, DocumentOperation>>)
+      const paths = document.paths as Record<string, Record<string, DocumentOperation>>
+      describeOtherMethods(paths)
+      const operations = Object.values(paths).flatMap((operations) => Object.values(operations))
+      markRequired((document.components?.headers ?? {}) as Record<string, DocumentHeader>)
+      addHeadersOfEveryAnswer([
+        ...operations.flatMap((operation) => Object.values(operation.responses ?? {})),
+        ...Object.values((document.components?.responses ?? {}) as Record<string, DocumentResponse>),
+      ])
       unwrapLoneAllOf(document)
       writeInt64BoundsExactly(document)
       return document

@@ -9,31 +9,35 @@ export interface StoredResponse {
 }
 
 /**
- * One attempt at the request of an `Idempotency-Key`, within the scope of one API key. Only the
- * attempt that holds the key's record may complete or release it.
+ * A request's use of an `Idempotency-Key`, within the scope of one API key, and the instants that
+ * decide whether a record already there still holds the key.
  */
-export interface IdempotencyAttempt {
+export interface IdempotentRequest {
   /** The id of the API key that sent the request. */
   scope: string
   key: string
-  /** Unique to this attempt. */
+  /** Unique to this attempt: written to the record it makes. */
   attemptId: string
-}
-
-/** The record that holds a key when an attempt could not claim it. */
-export type HeldRecord =
-  | { state: 'in_progress'; fingerprint: string }
-  | { state: 'completed'; fingerprint: string; response: StoredResponse }
-
-export interface ClaimOptions {
   /** The request's fingerprint: what makes a later request with the same key "the same". */
   fingerprint: string
   now: number
-  /** An in-progress record created before this instant is abandoned and may be taken over. */
+  /**
+   * A record in progress created before this instant is abandoned and may be taken over. Only an
+   * earlier release of the service, which committed its claim before the pet, left such records.
+   */
   abandonedBefore: number
   /** Any record created before this instant has expired and may be taken over. */
   expiredBefore: number
 }
+
+/** The record that holds a key when a request could not take it. */
+export type HeldRecord =
+  /** Without a fingerprint when the request holding the key has not committed its record yet. */
+  | { state: 'in_progress'; fingerprint?: string }
+  | { state: 'completed'; fingerprint: string; response: StoredResponse }
+
+/** What a keyed create did: created the pet and recorded `respond(pet)`, or found the key held. */
+export type IdempotentOutcome = { created: StoredResponse } | { held: HeldRecord }
 
 /** The columns both engines read back, with the same types on each (rows never leave the repositories). */
 export interface IdempotencyRow {
@@ -58,22 +62,13 @@ export function toHeldRecord(row: IdempotencyRow): HeldRecord {
 /** Where idempotency records are kept. One implementation per storage engine; rows never leave it. */
 export interface IdempotencyRepository {
   /**
-   * Gives `attempt` the key by inserting an in-progress record, or by taking over an abandoned or
-   * expired one. Resolves undefined when the attempt now holds the key, else to the record that does.
+   * In one transaction: takes the key (a new record, or one that expired or was abandoned), inserts
+   * the pet and records `respond(pet)` as the key's response; or, when a live record holds the key,
+   * writes nothing and resolves to it. The claim ends with the transaction, so a request that dies
+   * with its process or its connection leaves neither a pet nor a record. A request that meets the
+   * uncommitted record of a concurrent one waits for it to end, and then sees its outcome.
    */
-  claim(attempt: IdempotencyAttempt, options: ClaimOptions): Promise<HeldRecord | undefined>
-  /**
-   * In one transaction: inserts the pet and records `respond(pet)` as the attempt's response.
-   * Resolves undefined, having written nothing, when the attempt no longer holds the key.
-   */
-  createPet(
-    attempt: IdempotencyAttempt,
-    pet: NewPet,
-    createdAt: number,
-    respond: (pet: Pet) => StoredResponse,
-  ): Promise<StoredResponse | undefined>
-  /** Deletes the attempt's record if it is still in progress, so that the key may be used again. */
-  release(attempt: IdempotencyAttempt): Promise<void>
+  createPet(request: IdempotentRequest, pet: NewPet, respond: (pet: Pet) => StoredResponse): Promise<IdempotentOutcome>
   /** Deletes every record created before `before`; resolves to how many. */
   prune(before: number): Promise<number>
 }

@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js'
 import { ApiError } from '../errors.js'
 import type { NewPet, Pet } from '../pets/pets.repository.js'
 import { IDEMPOTENCY_ABANDONED_AFTER_MS, IDEMPOTENCY_PRUNE_INTERVAL_MS, IDEMPOTENCY_RETENTION_MS } from './idempotency.policy.js'
-import type { IdempotencyAttempt, IdempotencyRepository, StoredResponse } from './idempotency.repository.js'
+import type { IdempotencyRepository, StoredResponse } from './idempotency.repository.js'
 
 /**
  * What makes two createPet requests "the same": their validated content, not their bytes, so
@@ -41,12 +41,6 @@ export interface IdempotencyService {
   }): Promise<IdempotentResponse>
 }
 
-const inUse = () =>
-  new ApiError(
-    'idempotency_key_in_use',
-    'A request with this Idempotency-Key is still being processed; retry once it has finished.',
-  )
-
 export function createIdempotencyService(deps: { idempotency: IdempotencyRepository; clock: Clock }): IdempotencyService {
   const { idempotency, clock } = deps
   let lastPrunedAt = Number.NEGATIVE_INFINITY
@@ -57,51 +51,41 @@ export function createIdempotencyService(deps: { idempotency: IdempotencyReposit
     await idempotency.prune(now - IDEMPOTENCY_RETENTION_MS)
   }
 
-  /** Frees the key after a failed attempt; if that fails too, the record is abandoned and expires. */
-  async function release(attempt: IdempotencyAttempt): Promise<void> {
-    try {
-      await idempotency.release(attempt)
-    } catch {
-      // The attempt's own failure is what the client needs to hear about.
-    }
-  }
-
   return {
     async createPet({ scope, key, pet, respond }) {
       const now = clock.now()
       await pruneWhenDue(now)
       const fingerprint = createPetFingerprint(pet)
-      const attempt: IdempotencyAttempt = { scope, key, attemptId: randomUUID() }
-      const held = await idempotency.claim(attempt, {
-        fingerprint,
-        now,
-        abandonedBefore: now - IDEMPOTENCY_ABANDONED_AFTER_MS,
-        expiredBefore: now - IDEMPOTENCY_RETENTION_MS,
-      })
-      if (held !== undefined) {
-        // A different body is refused whatever the state of the first request: the answer must
-        // not depend on timing.
-        if (held.fingerprint !== fingerprint) {
-          throw new ApiError(
-            'idempotency_key_reused',
-            'This Idempotency-Key was already used with a different request body; use a new key for a new request.',
-          )
-        }
-        if (held.state === 'in_progress') throw inUse()
-        return { response: held.response, replayed: true }
+      // A failure rolls back the whole transaction, record included: a retry with the key is processed afresh.
+      const outcome = await idempotency.createPet(
+        {
+          scope,
+          key,
+          attemptId: randomUUID(),
+          fingerprint,
+          now,
+          abandonedBefore: now - IDEMPOTENCY_ABANDONED_AFTER_MS,
+          expiredBefore: now - IDEMPOTENCY_RETENTION_MS,
+        },
+        pet,
+        respond,
+      )
+      if ('created' in outcome) return { response: outcome.created, replayed: false }
+      const { held } = outcome
+      // A different body is refused whatever the state of the first request, once its record is visible.
+      if (held.fingerprint !== undefined && held.fingerprint !== fingerprint) {
+        throw new ApiError(
+          'idempotency_key_reused',
+          'This Idempotency-Key was already used with a different request body; use a new key for a new request.',
+        )
       }
-
-      let response: StoredResponse | undefined
-      try {
-        response = await idempotency.createPet(attempt, pet, now, respond)
-      } catch (error) {
-        // Nothing was created: the client may retry with the same key.
-        await release(attempt)
-        throw error
+      if (held.state === 'in_progress') {
+        throw new ApiError(
+          'idempotency_key_in_use',
+          'A request with this Idempotency-Key is still being processed; retry once it has finished.',
+        )
       }
-      // Another attempt took the key over as abandoned while this one ran; it answers for the key.
-      if (response === undefined) throw inUse()
-      return { response, replayed: false }
+      return { response: held.response, replayed: true }
     },
   }
 }

@@ -1,6 +1,7 @@
 import { type TSchema, Type } from '@sinclair/typebox'
 import {
   RATE_LIMIT_HEADERS,
+  alwaysSent,
   errorResponse,
   forbiddenResponse,
   rateLimitedResponse,
@@ -85,12 +86,17 @@ const ConditionalReadHeadersSchema = Type.Object({
   ),
 })
 
-const cachingHeaders = {
-  ETag: Type.String({ description: 'Strong validator of this response; send it back in `If-None-Match`.' }),
-  'Cache-Control': Type.String({
+/** On every 200 and 304 of a read (conditionalGet). */
+const cachingHeaders = alwaysSent({
+  ETag: Type.String({ pattern: '^"[\\x21\\x23-\\x7E]*"$', description: 'Strong validator of this response; send it back in `If-None-Match`.' }),
+  'Cache-Control': Type.Literal('private, no-cache', {
     description: '`private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged).',
   }),
-}
+  Vary: Type.String({
+    pattern: '(^|, )Authorization$',
+    description: '`Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured.',
+  }),
+})
 
 const notModified = (headers: Record<string, unknown>) =>
   Type.Null({ description: 'Not modified: the `If-None-Match` ETag is current. No body.', headers })
@@ -104,12 +110,16 @@ export const PetIdParamsSchema = Type.Object({
   }),
 })
 
-/** None: an unknown parameter is refused, as listPets refuses one, rather than ignored. */
-const GetPetQuerySchema = Type.Object({}, { additionalProperties: false })
+/**
+ * The query of an operation that takes none (getPet, createPet): a parameter is refused, as listPets
+ * refuses one it does not know, rather than ignored. A lone `?` carries no parameter and passes.
+ */
+const NoQuerySchema = Type.Object({}, { additionalProperties: false })
 
 const invalidRequest = (what: string, headers?: Record<string, TSchema>) => errorResponse(`${what} (\`invalid_request\`).`, headers)
 
 const nextLinkHeader = Type.String({
+  pattern: '^<[^>]+>; rel="next"$',
   description:
     'Present when more animals follow: `<https://api.example.com/v1/pets?limit=20&status=available&cursor=…>; ' +
     'rel="next"` (RFC 8288). Pages are keyset by `id`, so walking them while animals are added never repeats or ' +
@@ -150,19 +160,21 @@ export const createPetSchema = {
     'and body gets the first response again.',
   tags: ['pets'],
   security: [{ bearerAuth: ['pets:write'] }],
+  querystring: NoQuerySchema,
   headers: IdempotencyKeyHeadersSchema,
   body: RefTo(NewPetSchema),
   response: {
     201: RefTo(PetSchema, {
       description: 'The animal as stored, with its assigned `id`.',
       headers: {
-        Location: Type.String({ description: 'URL of the new animal.' }),
+        ...alwaysSent({ Location: Type.String({ format: 'uri', description: 'URL of the new animal.' }) }),
         ...IdempotentReplayedHeader,
         ...RATE_LIMIT_HEADERS,
       },
     }),
     400: invalidRequest(
-      'The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters',
+      'The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; `Idempotency-Key` ' +
+        'is not 1 to 255 visible ASCII characters; or a query parameter was sent: createPet takes none',
     ),
     401: unauthorizedResponse(),
     403: forbiddenResponse('pets:write'),
@@ -176,12 +188,17 @@ export const createPetSchema = {
   },
 }
 
-/** On every answer of getPet: they are set before anything else runs. */
+/**
+ * On every answer of getPet's route: its first hook sets them. Not on what is answered before the
+ * route's hooks run, whatever the path: a 400 for a request that is not plain HTTP/1.1 (two `Host`
+ * headers…), a 503 `overloaded`, and the 405, 408, 417 and 431 every operation shares (openapi.ts).
+ */
 const deprecationHeaders = {
-  Deprecation: Type.String({ description: 'When the operation was deprecated, as `@<unix seconds>` (RFC 9745).' }),
-  Sunset: Type.String({ description: 'When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594).' }),
-  Link: Type.String({ description: 'The replacement: `</v1/pets>; rel="successor-version"`.' }),
+  Deprecation: Type.String({ pattern: '^@[0-9]+$', description: 'When the operation was deprecated, as `@<unix seconds>` (RFC 9745).' }),
+  Sunset: Type.Literal('Thu, 05 Dec 2030 00:00:00 GMT', { description: 'When the operation will be removed (RFC 8594).' }),
+  Link: Type.String({ pattern: '^<[^>]*/v1/pets>; rel="successor-version"$', description: 'The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`.' }),
 }
+const alwaysDeprecationHeaders = alwaysSent(deprecationHeaders)
 
 export const getPetSchema = {
   operationId: 'getPet',
@@ -192,24 +209,24 @@ export const getPetSchema = {
   tags: ['pets'],
   security: [{ bearerAuth: ['pets:read'] }],
   params: PetIdParamsSchema,
-  querystring: GetPetQuerySchema,
+  querystring: NoQuerySchema,
   headers: ConditionalReadHeadersSchema,
   response: {
     200: RefTo(PetSchema, {
       description: 'The animal.',
-      headers: { ...deprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS },
+      headers: { ...alwaysDeprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS },
     }),
-    304: notModified({ ...deprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS }),
+    304: notModified({ ...alwaysDeprecationHeaders, ...cachingHeaders, ...RATE_LIMIT_HEADERS }),
     400: invalidRequest(
       '`petId` is not the decimal text of an integer from 1 to 9223372036854775807, or a query parameter was sent: getPet takes none',
       deprecationHeaders,
     ),
-    401: unauthorizedResponse(deprecationHeaders),
-    403: forbiddenResponse('pets:read', deprecationHeaders),
-    429: rateLimitedResponse(deprecationHeaders),
-    404: errorResponse('No animal has this id (`not_found`).', deprecationHeaders),
-    410: errorResponse('The sunset date has passed and the operation is removed (`gone`).', deprecationHeaders),
-    500: internalErrorResponse(deprecationHeaders),
+    401: unauthorizedResponse(alwaysDeprecationHeaders),
+    403: forbiddenResponse('pets:read', alwaysDeprecationHeaders),
+    429: rateLimitedResponse(alwaysDeprecationHeaders),
+    404: errorResponse('No animal has this id (`not_found`).', alwaysDeprecationHeaders),
+    410: errorResponse('The sunset date has passed and the operation is removed (`gone`).', alwaysDeprecationHeaders),
+    500: internalErrorResponse(alwaysDeprecationHeaders),
     503: unavailableResponse(deprecationHeaders),
   },
 }

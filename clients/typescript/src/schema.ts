@@ -77,11 +77,12 @@ export interface components {
              *     - `rate_limited`: Too many requests for this API key (or, for failed authentication, this address); wait `Retry-After` seconds.
              *     - `request_header_fields_too_large`: The request headers are too large.
              *     - `internal_error`: A fault in the service. The message never carries details; they are logged with the request id.
+             *     - `not_implemented`: The request method is not one the service knows, on any path; methods are case-sensitive (`get` is not `GET`).
              *     - `unavailable`: The database is not answering; retry later.
              *     - `overloaded`: The server has more work than it can do quickly right now; retry after `Retry-After` seconds, or on another instance.
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "unavailable" | "overloaded";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "not_implemented" | "unavailable" | "overloaded";
             /** @description Human-readable description of what went wrong. */
             message: string;
             /** @description The HTTP status code of the response. */
@@ -132,8 +133,47 @@ export interface components {
         /** @description The path exists but not with this method (`method_not_allowed`), whatever else is wrong with the request: routing comes before authentication. `Allow` lists the methods the path has. */
         MethodNotAllowed: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 /** @description The methods of the path: those of its operations, and `HEAD` wherever there is `GET`, e.g. `GET, HEAD, POST`. */
                 Allow: string;
+                /** @description `no-store`: an error is never kept by any cache. */
+                "Cache-Control": "no-store";
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The headers did not arrive within `HEADERS_TIMEOUT_MS`, or the whole request within `REQUEST_TIMEOUT_MS` (`request_timeout`). The connection is closed. */
+        RequestTimeout: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                /** @description `no-store`: an error is never kept by any cache. */
+                "Cache-Control": "no-store";
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `Expect` asks for something other than `100-continue` (`expectation_failed`). Answered before anything else; the connection is closed. */
+        ExpectationFailed: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                /** @description `no-store`: an error is never kept by any cache. */
+                "Cache-Control": "no-store";
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The header block is over 16 KiB, or has more than 100 lines (`request_header_fields_too_large`). Answered before anything else. */
+        RequestHeaderFieldsTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                /** @description `no-store`: an error is never kept by any cache. */
+                "Cache-Control": "no-store";
                 [name: string]: unknown;
             };
             content: {
@@ -143,7 +183,10 @@ export interface components {
     };
     parameters: never;
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description The id of this request in the service's logs: the request's own `X-Request-Id` when it is safe to echo, otherwise a new UUID. Quote it when reporting a problem. */
+        "X-Request-Id": string;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -170,12 +213,15 @@ export interface operations {
             /** @description One page of animals: a JSON array, as the contract says; the next page, if any, is in `Link`. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description Present when more animals follow: `<https://api.example.com/v1/pets?limit=20&status=available&cursor=…>; rel="next"` (RFC 8288). Pages are keyset by `id`, so walking them while animals are added never repeats or skips one. Absent on the last page. */
                     Link?: string;
                     /** @description Strong validator of this response; send it back in `If-None-Match`. */
-                    ETag?: string;
+                    ETag: string;
                     /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
-                    "Cache-Control"?: string;
+                    "Cache-Control": "private, no-cache";
+                    /** @description `Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured. */
+                    Vary: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
@@ -189,12 +235,15 @@ export interface operations {
             /** @description Not modified: the `If-None-Match` ETag is current. No body. */
             304: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description Present when more animals follow: `<https://api.example.com/v1/pets?limit=20&status=available&cursor=…>; rel="next"` (RFC 8288). Pages are keyset by `id`, so walking them while animals are added never repeats or skips one. Absent on the last page. */
                     Link?: string;
                     /** @description Strong validator of this response; send it back in `If-None-Match`. */
-                    ETag?: string;
+                    ETag: string;
                     /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
-                    "Cache-Control"?: string;
+                    "Cache-Control": "private, no-cache";
+                    /** @description `Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured. */
+                    Vary: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
@@ -206,10 +255,13 @@ export interface operations {
             /** @description `limit`, `status` or `cursor` is not valid or repeated, `cursor` belongs to another `status`, or an unknown query parameter was sent (`invalid_request`). */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -219,8 +271,11 @@ export interface operations {
             /** @description The API key is missing or not valid (`unauthorized`). */
             401: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
-                    "WWW-Authenticate"?: string;
+                    "WWW-Authenticate": string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -230,12 +285,15 @@ export interface operations {
             /** @description The API key is valid but does not have the `pets:read` scope (`forbidden`). */
             403: {
                 headers: {
-                    /** @description Bearer challenge (RFC 6750 §3.1): `Bearer realm="petstore", error="insufficient_scope", scope="pets:read"`. */
-                    "WWW-Authenticate"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Bearer challenge (RFC 6750 §3.1) naming the scope the key lacks. */
+                    "WWW-Authenticate": "Bearer realm=\"petstore\", error=\"insufficient_scope\", scope=\"pets:read\"";
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -244,28 +302,37 @@ export interface operations {
             };
             /** @description Any method other than GET, HEAD and POST on `/pets` is answered 405 `method_not_allowed` with `Allow: GET, HEAD, POST`. */
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            417: components["responses"]["ExpectationFailed"];
             /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
             429: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             /** @description A fault in the service (`internal_error`). */
             500: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -275,12 +342,15 @@ export interface operations {
             /** @description The database is not answering (`unavailable`), or the server has more work than it can do quickly (`overloaded`). */
             503: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -311,8 +381,9 @@ export interface operations {
             /** @description The animal as stored, with its assigned `id`. */
             201: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description URL of the new animal. */
-                    Location?: string;
+                    Location: string;
                     /** @description Present when this is the stored response of an earlier request with the same `Idempotency-Key`. */
                     "Idempotent-Replayed"?: "true";
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
@@ -325,13 +396,16 @@ export interface operations {
                     "application/json": components["schemas"]["Pet"];
                 };
             };
-            /** @description The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; or `Idempotency-Key` is not 1 to 255 visible ASCII characters (`invalid_request`). */
+            /** @description The body is missing, not a JSON object, malformed, or has a missing, invalid or unknown field; `Idempotency-Key` is not 1 to 255 visible ASCII characters; or a query parameter was sent: createPet takes none (`invalid_request`). */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -341,8 +415,11 @@ export interface operations {
             /** @description The API key is missing or not valid (`unauthorized`). */
             401: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
-                    "WWW-Authenticate"?: string;
+                    "WWW-Authenticate": string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -352,12 +429,15 @@ export interface operations {
             /** @description The API key is valid but does not have the `pets:write` scope (`forbidden`). */
             403: {
                 headers: {
-                    /** @description Bearer challenge (RFC 6750 §3.1): `Bearer realm="petstore", error="insufficient_scope", scope="pets:write"`. */
-                    "WWW-Authenticate"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Bearer challenge (RFC 6750 §3.1) naming the scope the key lacks. */
+                    "WWW-Authenticate": "Bearer realm=\"petstore\", error=\"insufficient_scope\", scope=\"pets:write\"";
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -366,13 +446,17 @@ export interface operations {
             };
             /** @description Any method other than GET, HEAD and POST on `/pets` is answered 405 `method_not_allowed` with `Allow: GET, HEAD, POST`. */
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             /** @description A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`). */
             409: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -382,10 +466,13 @@ export interface operations {
             /** @description The body is larger than 16 KiB (`payload_too_large`). */
             413: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -395,23 +482,30 @@ export interface operations {
             /** @description The body is not UTF-8 `application/json` (`unsupported_media_type`). */
             415: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            417: components["responses"]["ExpectationFailed"];
             /** @description This `Idempotency-Key` was already used with a different body (`idempotency_key_reused`). */
             422: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -421,25 +515,32 @@ export interface operations {
             /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
             429: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             /** @description A fault in the service (`internal_error`). */
             500: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -449,12 +550,15 @@ export interface operations {
             /** @description The database is not answering (`unavailable`), or the server has more work than it can do quickly (`overloaded`). */
             503: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -481,16 +585,19 @@ export interface operations {
             /** @description The animal. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
-                    Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
-                    Link?: string;
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
                     /** @description Strong validator of this response; send it back in `If-None-Match`. */
-                    ETag?: string;
+                    ETag: string;
                     /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
-                    "Cache-Control"?: string;
+                    "Cache-Control": "private, no-cache";
+                    /** @description `Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured. */
+                    Vary: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
@@ -504,16 +611,19 @@ export interface operations {
             /** @description Not modified: the `If-None-Match` ETag is current. No body. */
             304: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
-                    Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
-                    Link?: string;
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
                     /** @description Strong validator of this response; send it back in `If-None-Match`. */
-                    ETag?: string;
+                    ETag: string;
                     /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
-                    "Cache-Control"?: string;
+                    "Cache-Control": "private, no-cache";
+                    /** @description `Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured. */
+                    Vary: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
@@ -525,16 +635,19 @@ export interface operations {
             /** @description `petId` is not the decimal text of an integer from 1 to 9223372036854775807, or a query parameter was sent: getPet takes none (`invalid_request`). */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
                     Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset?: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -544,14 +657,17 @@ export interface operations {
             /** @description The API key is missing or not valid (`unauthorized`). */
             401: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
-                    Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
-                    Link?: string;
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
                     /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
-                    "WWW-Authenticate"?: string;
+                    "WWW-Authenticate": string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -561,18 +677,21 @@ export interface operations {
             /** @description The API key is valid but does not have the `pets:read` scope (`forbidden`). */
             403: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
-                    Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
-                    Link?: string;
-                    /** @description Bearer challenge (RFC 6750 §3.1): `Bearer realm="petstore", error="insufficient_scope", scope="pets:read"`. */
-                    "WWW-Authenticate"?: string;
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
+                    /** @description Bearer challenge (RFC 6750 §3.1) naming the scope the key lacks. */
+                    "WWW-Authenticate": "Bearer realm=\"petstore\", error=\"insufficient_scope\", scope=\"pets:read\"";
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -582,16 +701,19 @@ export interface operations {
             /** @description No animal has this id (`not_found`). */
             404: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
-                    Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
-                    Link?: string;
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -600,59 +722,71 @@ export interface operations {
             };
             /** @description Any method other than GET and HEAD on `/pets/{petId}` is answered 405 `method_not_allowed` with `Allow: GET, HEAD`. */
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             /** @description The sunset date has passed and the operation is removed (`gone`). */
             410: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
-                    Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
-                    Link?: string;
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            417: components["responses"]["ExpectationFailed"];
             /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
             429: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
-                    Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
-                    Link?: string;
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
                     /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             /** @description A fault in the service (`internal_error`). */
             500: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
-                    Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
-                    Link?: string;
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -662,18 +796,21 @@ export interface operations {
             /** @description The database is not answering (`unavailable`), or the server has more work than it can do quickly (`overloaded`). */
             503: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
                     Deprecation?: string;
-                    /** @description When the operation will be removed: `Thu, 05 Dec 2030 00:00:00 GMT` (RFC 8594). */
-                    Sunset?: string;
-                    /** @description The replacement: `</v1/pets>; rel="successor-version"`. */
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset?: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
                     Link?: string;
                     /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
+                    "Retry-After": number;
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
                     RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
                     [name: string]: unknown;
                 };
                 content: {
@@ -691,5 +828,5 @@ type ReadonlyArray<T> = [
 ] extends [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
-export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "unavailable", "overloaded"];
+export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "not_implemented", "unavailable", "overloaded"];
 export const petStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PetStatus"]> = ["available", "pending", "sold"];

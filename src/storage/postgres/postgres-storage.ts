@@ -9,8 +9,9 @@ import type { Storage } from '../storage.js'
 
 // SQLSTATE classes that mean "the database cannot serve now", not "this request is wrong":
 // 08 connection exception, 53 insufficient resources, 57P operator intervention (shutdown,
-// restart), 25006 read-only transaction (a failover in progress), 40 serialization/deadlock.
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P|25006|40001|40P01)/
+// restart), 25006 read-only transaction (a failover in progress), 40 serialization/deadlock,
+// 55P03 a lock not granted within lock_timeout.
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P|25006|40001|40P01|55P03)/
 const NETWORK_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'])
 const UNAVAILABLE_MESSAGES = [
   'Connection terminated',
