@@ -145,6 +145,8 @@ export interface StartOptions {
   args?: string[]
   /** To Node itself, before the script. */
   nodeArgs?: string[]
+  /** The petstore bin to run: this checkout's unless told (an installed package's). */
+  bin?: string
   /** Metrics on a free port of their own, as in production; the default 9464 may be taken. */
   metrics?: boolean
   logPath?: string
@@ -158,7 +160,7 @@ export async function startPetstore(options: StartOptions): Promise<PetstoreProc
   const [port = 0, metricsPort] = await freePorts(options.metrics === true ? 2 : 1)
   const env: Record<string, string> = { HOST: '127.0.0.1', PORT: String(port), ...options.env }
   if (metricsPort !== undefined) env.METRICS_PORT = String(metricsPort)
-  const started = spawnNode('petstore serve', [...(options.nodeArgs ?? []), BIN, 'serve', ...(options.args ?? [])], {
+  const started = spawnNode('petstore serve', [...(options.nodeArgs ?? []), options.bin ?? BIN, 'serve', ...(options.args ?? [])], {
     cwd: options.cwd,
     env,
     logPath: options.logPath,

@@ -1,16 +1,34 @@
 /**
+ * The Node.js lines the service is tested on, each from its first release that works: `package.json`'s
+ * `engines` says the same (a test compares them), and so does the README (docs/decisions/0011-node-runtime.md).
+ * 22.13 is the first 22 that the development tools accept.
+ */
+export const SUPPORTED_NODE_LINES: readonly { major: number; minor: number }[] = [
+  { major: 22, minor: 13 },
+  { major: 24, minor: 0 },
+  { major: 26, minor: 0 },
+]
+
+/** The semver range of `engines.node`, written from SUPPORTED_NODE_LINES. */
+export function supportedNodeRange(): string {
+  return SUPPORTED_NODE_LINES.map(({ major, minor }) => `^${major}.${minor}.0`).join(' || ')
+}
+
+/**
  * Why the service cannot run on Node.js `version` (as `process.versions.node` gives it), or undefined
  * when it can. better-sqlite3 13 crashes the process on Node 20 instead of failing to load, so the entry
- * point asks before it imports anything native. 22.12 is the first 22 that loads ES modules with
- * require(). Majors newer than the tested 22 and 24 are let through (docs/decisions/0011-node-runtime.md).
+ * point asks before it imports anything native. Only the tested lines run, newer majors included: a
+ * line is declared once CI runs the whole suite on it.
  */
 export function unsupportedNode(version: string): string | undefined {
   const [major = 0, minor = 0] = version.split('.').map(Number)
-  if (major > 22 || (major === 22 && minor >= 12)) return undefined
+  if (SUPPORTED_NODE_LINES.some((line) => line.major === major && minor >= line.minor)) return undefined
+  const lines = SUPPORTED_NODE_LINES.map(({ major, minor }) => (minor === 0 ? `${major}` : `${major}.${minor}+`)).reverse()
+  const newest = lines[0] ?? ''
   return (
-    `petstore needs Node.js 24 or 22.12+, and this is Node.js ${version}. ` +
-    'Start it with `npm start` or `npx petstore`, which run the Node.js 24 that `npm install` put in ' +
-    'node_modules, or install Node.js 24.'
+    `petstore runs on Node.js ${lines.slice(0, -1).join(', ')} or ${lines.at(-1) ?? ''}, and this is Node.js ${version}. ` +
+    `In a checkout, \`npm start\` and \`npx petstore\` run the Node.js ${newest} that \`npm install\` put in ` +
+    `node_modules; elsewhere, install Node.js ${newest}.`
   )
 }
 

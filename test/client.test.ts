@@ -11,8 +11,8 @@ import {
 } from '@petstore/client'
 import { SCHEMA_FILE, currentOpenApiDocument, generateSchemaTypes } from '../clients/typescript/src/codegen.js'
 import { parseRetryAfter } from '../clients/typescript/src/errors.js'
-import { ENGINES, type TestDatabase, createTestDatabase } from './helper.js'
-import { type ServerProcess, cleanupProcesses, freePort, runCli, startServer, stopServer, trackedTempDir } from './processes.js'
+import { ENGINES, ROOT, type TestDatabase, createTestDatabase } from './helper.js'
+import { type ServerProcess, cleanupProcesses, freePort, runCli, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 
 // The typed client in clients/typescript: its generated types against the document the service
 // serves now, its Link and Retry-After parsing, and every method against real `petstore serve`
@@ -188,6 +188,7 @@ for (const engine of ENGINES) {
     /** A client with a read-only key (`--scope pets:read`). */
     let reader: PetstoreClient
     let baseUrl = ''
+    let key = ''
     /** Every pet this suite created, in creation (so id) order. */
     const created: Pet[] = []
 
@@ -200,7 +201,7 @@ for (const engine of ENGINES) {
         RATE_LIMIT_FAILED_AUTH_PER_IP: String(FAILED_AUTH_PER_MINUTE),
       }
       const { stdout } = await runCli(['keys', 'create', '--name', 'client test', '--json'], env, dir, { rejectOnFailure: true })
-      const { key } = JSON.parse(stdout) as { key: string }
+      key = (JSON.parse(stdout) as { key: string }).key
       const readOnly = await runCli(['keys', 'create', '--name', 'reader', '--scope', 'pets:read', '--json'], env, dir, { rejectOnFailure: true })
       server = await startServer(env, dir)
       baseUrl = `${server.baseUrl}/v1`
@@ -221,6 +222,26 @@ for (const engine of ENGINES) {
       // getPet is deprecated (the method says so in its JSDoc) but served until the sunset.
       assert.deepEqual(await client.pets.get(pet.id), pet)
       assert.deepEqual(await collect(client.pets.list()), [pet])
+    })
+
+    it('runs under plain node, without a TypeScript loader, as its README shows', async () => {
+      // What a user's own script does: import the package by name, from JavaScript, no tsx.
+      const script = [
+        "import { createPetstoreClient, PetstoreError } from '@petstore/client'",
+        'const client = createPetstoreClient({ baseUrl: process.env.BASE_URL, apiKey: process.env.KEY })',
+        "const pet = await client.pets.create({ name: 'Plain node', categoryId: 9007199254740993n })",
+        'const error = await client.pets.listPage({ limit: 0 }).catch((caught) => caught)',
+        'console.log(JSON.stringify([typeof pet.id, String(pet.categoryId), error instanceof PetstoreError && error.code]))',
+      ].join('\n')
+      const run = await runCommand(process.execPath, ['--input-type=module', '--eval', script], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', BASE_URL: baseUrl, KEY: key },
+        rejectOnFailure: true,
+      })
+      assert.equal(run.stdout, '["bigint","9007199254740993","invalid_request"]\n')
+      const [pet] = (await client.pets.listPage({ limit: 100 })).pets.filter((one) => one.name === 'Plain node')
+      assert.ok(pet !== undefined)
+      created.push(pet)
     })
 
     it('creates a pet without status that comes back without a status member', async () => {

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
-import { SEMI_SPACE_MIB, serveNodeOptions, unsupportedNode } from '../src/runtime.js'
+import { SEMI_SPACE_MIB, serveNodeOptions, supportedNodeRange, unsupportedNode } from '../src/runtime.js'
 import { BIN, ROOT } from './helper.js'
 import { cleanupProcesses, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 
@@ -71,25 +71,27 @@ describe(`the service under constant garbage collection (Node ${process.versions
 })
 
 describe('the supported Node.js lines', () => {
-  it('accepts Node 22.12 and later 22s, every 24, and newer majors', () => {
-    for (const version of ['22.12.0', '22.23.3', '24.0.0', '24.21.0', '26.10.0']) assert.equal(unsupportedNode(version), undefined, version)
+  it('accepts each tested line from its first working release: 22.13 and later 22s, every 24, every 26', () => {
+    for (const version of ['22.13.0', '22.23.3', '24.0.0', '24.21.0', '26.0.0', '26.10.0']) assert.equal(unsupportedNode(version), undefined, version)
   })
 
-  it('refuses Node 20 and 22 before 22.12, naming the version and the way out', () => {
-    for (const version of ['20.20.2', '21.7.3', '22.11.0', '18.20.8']) {
+  it('refuses every other line, older or newer, and 22 before 22.13, naming the version and the way out', () => {
+    for (const version of ['18.20.8', '20.20.2', '21.7.3', '22.12.0', '23.11.1', '25.2.0', '27.0.0']) {
       const reason = unsupportedNode(version) ?? ''
       assert.ok(reason.includes(`this is Node.js ${version}`), `${version}: ${reason}`)
+      assert.match(reason, /Node\.js 26, 24 or 22\.13\+/)
       assert.match(reason, /npm start/)
     }
   })
 
-  it('declares the same lines in package.json engines, and brings Node 24 with npm install', () => {
+  it('declares the same lines in package.json engines, and brings Node 26 with npm install', () => {
     const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
       engines: { node: string }
-      optionalDependencies: Record<string, string>
+      devDependencies: Record<string, string>
     }
-    assert.equal(manifest.engines.node, '^22.12.0 || ^24.0.0')
-    assert.match(manifest.optionalDependencies.node ?? '', /^\^24\./)
+    assert.equal(manifest.engines.node, supportedNodeRange())
+    assert.equal(manifest.engines.node, '^22.13.0 || ^24.0.0 || ^26.0.0')
+    assert.match(manifest.devDependencies.node ?? '', /^\^26\./)
   })
 
   // The machines this project is built on have Node 20 as their system Node: the very case.
@@ -99,7 +101,7 @@ describe('the supported Node.js lines', () => {
     : ''
   it(
     'stops with exit 1 and that message when started on an older Node, before loading better-sqlite3',
-    { skip: systemVersion === '' || unsupportedNode(systemVersion) === undefined ? `no Node older than 22.12 at ${systemNode}` : false },
+    { skip: systemVersion === '' || unsupportedNode(systemVersion) === undefined ? `no unsupported Node at ${systemNode}` : false },
     async () => {
       const dir = trackedTempDir('petstore-old-node-')
       const run = await runCommand(systemNode, [BIN, 'keys', 'list'], { cwd: dir, env: { PATH: '/usr/bin:/bin' } })
