@@ -322,75 +322,84 @@ async function runCell(
     for (let n = 0; running; n++) await send(cell, KINDS[(loop + n) % KINDS.length] ?? 'list', loop, n, () => processEnding && fault === 'instance SIGKILLed')
   })
 
-  await sleep(LOAD_BEFORE_MS)
   // What the fault does, and how the service comes back from it.
   let heal: () => Promise<void> = async () => {}
-  let filler = ''
-  switch (fault) {
-    case 'database stopped':
-      await database?.stop()
-      heal = async () => database?.start()
-      break
-    case 'database crashed': {
-      // A backend killed by a signal makes the postmaster end every session and recover, as after a crash.
-      const client = new pg.Client({ connectionString: env.DATABASE_URL })
-      await client.connect()
-      const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
-      client.on('error', () => {})
-      process.kill(rows[0]?.pid ?? 0, 'SIGKILL')
-      break
-    }
-    case 'backend terminated': {
-      const client = new pg.Client({ connectionString: env.DATABASE_URL })
-      await client.connect()
-      try {
-        for (let i = 0; i < 5; i++) {
-          await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()')
-          await sleep(FAULT_MS / 5)
+  let healed = false
+  let backAt = 0
+  // The loops stop, and the fault heals, however the cell ends: a failed assertion must not leave
+  // loops running or the database stopped for the next cell.
+  try {
+    await sleep(LOAD_BEFORE_MS)
+    let filler = ''
+    switch (fault) {
+      case 'database stopped':
+        await database?.stop()
+        heal = async () => database?.start()
+        break
+      case 'database crashed': {
+        // A backend killed by a signal makes the postmaster end every session and recover, as after a crash.
+        const client = new pg.Client({ connectionString: env.DATABASE_URL })
+        await client.connect()
+        const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
+        client.on('error', () => {})
+        process.kill(rows[0]?.pid ?? 0, 'SIGKILL')
+        break
+      }
+      case 'backend terminated': {
+        const client = new pg.Client({ connectionString: env.DATABASE_URL })
+        await client.connect()
+        try {
+          for (let i = 0; i < 5; i++) {
+            await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()')
+            await sleep(FAULT_MS / 5)
+          }
+        } finally {
+          await client.end()
         }
-      } finally {
-        await client.end()
+        break
       }
-      break
-    }
-    case 'instance SIGKILLed':
-    case 'SIGTERM under keep-alive load': {
-      processEnding = true
-      const signal = fault === 'instance SIGKILLed' ? 'SIGKILL' : 'SIGTERM'
-      const exit = await stopServer(service, signal, 15_000)
-      if (signal === 'SIGTERM') assert.equal(exit.code, 0, `exit after SIGTERM: ${service.output()}`)
-      heal = async () => {
-        service = await startServer(env, dir)
-        processEnding = false
+      case 'instance SIGKILLed':
+      case 'SIGTERM under keep-alive load': {
+        processEnding = true
+        const signal = fault === 'instance SIGKILLed' ? 'SIGKILL' : 'SIGTERM'
+        const exit = await stopServer(service, signal, 15_000)
+        if (signal === 'SIGTERM') assert.equal(exit.code, 0, `exit after SIGTERM: ${service.output()}`)
+        heal = async () => {
+          service = await startServer(env, dir)
+          processEnding = false
+        }
+        break
       }
-      break
-    }
-    case 'disk full': {
-      const disk = path.dirname(env.DATABASE_URL?.slice('sqlite://'.length) ?? '')
-      filler = path.join(disk, 'filler')
-      try {
-        execFileSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=64k'], { stdio: 'ignore' })
-      } catch {
-        // dd stops with "No space left on device": that is the point.
+      case 'disk full': {
+        const disk = path.dirname(env.DATABASE_URL?.slice('sqlite://'.length) ?? '')
+        filler = path.join(disk, 'filler')
+        try {
+          execFileSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=64k'], { stdio: 'ignore' })
+        } catch {
+          // dd stops with "No space left on device": that is the point.
+        }
+        heal = async () => fs.rmSync(filler, { force: true })
+        break
       }
-      heal = async () => fs.rmSync(filler, { force: true })
-      break
     }
+    // CLI commands that open the database meet the fault too: a clear refusal or their usual answer, never a crash.
+    const listed = await runCli(['keys', 'list'], env, dir, { timeoutMs: 30_000 })
+    if (listed.code !== 0) {
+      assert.equal(listed.code, 1, `keys list during ${fault}: exit ${listed.code}\n${listed.stderr}`)
+      assert.match(listed.stderr, /^petstore: /, `keys list during ${fault}`)
+      assert.doesNotMatch(listed.stderr, /\n\s+at /, `keys list during ${fault} printed a stack trace`)
+    }
+    await sleep(FAULT_MS)
+    if (!ENDS_PROCESS.has(fault)) assert.equal(service.child.exitCode, null, `the process exited during ${fault}:\n${service.output()}`)
+    healed = true
+    await heal()
+    backAt = Date.now()
+    await sleep(LOAD_AFTER_MS)
+  } finally {
+    running = false
+    await Promise.all(loops)
+    if (!healed) await heal()
   }
-  // CLI commands that open the database meet the fault too: a clear refusal or their usual answer, never a crash.
-  const listed = await runCli(['keys', 'list'], env, dir, { timeoutMs: 30_000 })
-  if (listed.code !== 0) {
-    assert.equal(listed.code, 1, `keys list during ${fault}: exit ${listed.code}\n${listed.stderr}`)
-    assert.match(listed.stderr, /^petstore: /, `keys list during ${fault}`)
-    assert.doesNotMatch(listed.stderr, /\n\s+at /, `keys list during ${fault} printed a stack trace`)
-  }
-  await sleep(FAULT_MS)
-  if (!ENDS_PROCESS.has(fault)) assert.equal(service.child.exitCode, null, `the process exited during ${fault}:\n${service.output()}`)
-  await heal()
-  const backAt = Date.now()
-  await sleep(LOAD_AFTER_MS)
-  running = false
-  await Promise.all(loops)
 
   // Every keyed create that got no 201 is retried with its key: it must get its one pet, soon.
   for (const keyed of cell.keyed) {
