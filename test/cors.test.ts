@@ -86,13 +86,14 @@ function assertPreflightAnswered(response: LightMyRequestResponse, origin: strin
 }
 
 describe('CORS_ORIGINS', () => {
-  it('is an empty list when unset or blank', () => {
+  it('is an empty list when unset or empty, and refuses white space around the value as every variable does', () => {
     assert.deepEqual(loadConfig({}, '/').corsOrigins, [])
-    assert.deepEqual(loadConfig({ CORS_ORIGINS: '  ' }, '/').corsOrigins, [])
+    assert.deepEqual(loadConfig({ CORS_ORIGINS: '' }, '/').corsOrigins, [])
+    assert.throws(() => loadConfig({ CORS_ORIGINS: '  ' }, '/'), /CORS_ORIGINS/)
   })
 
   it('reads a comma-separated list of exact origins, spaces around commas allowed, duplicates once', () => {
-    const config = loadConfig({ CORS_ORIGINS: ` ${APP},${DEV} , http://127.0.0.1:8081,${APP}` }, '/')
+    const config = loadConfig({ CORS_ORIGINS: `${APP},${DEV} , http://127.0.0.1:8081,${APP}` }, '/')
     assert.deepEqual(config.corsOrigins, [APP, DEV, 'http://127.0.0.1:8081'])
     assert.ok(Object.isFrozen(config.corsOrigins))
   })
