@@ -119,8 +119,6 @@ export type ConfigVariable = {
   readonly max?: number
   /** The only values a variable accepts. */
   readonly values?: readonly string[]
-  /** A comma-separated list: spaces around its entries, the first and the last too, are allowed. */
-  readonly list?: true
 } & (
   | {
       /** The value used when unset, as it would be written in the environment; it goes through the same checks. */
@@ -184,12 +182,10 @@ export const CONFIG_VARIABLES = {
     unset: 'Unset: rate-limit counters in memory, per process',
   },
   TRUST_PROXY: {
-    list: true,
     describe: '`true`, a hop count, or comma-separated proxy addresses/CIDRs whose X-Forwarded-For is trusted',
     unset: 'Unset: the client address is the TCP peer',
   },
   CORS_ORIGINS: {
-    list: true,
     describe:
       'Comma-separated origins (`scheme://host[:port]`, as browsers send `Origin`) whose pages may call the API from a browser',
     unset: 'Unset: no CORS headers, so browsers let only pages of the API\'s own origin read its answers',
@@ -248,13 +244,11 @@ export const CONFIG_VARIABLES = {
   },
   OTEL_EXPORTER_OTLP_PROTOCOL: { describe: 'How spans are encoded', values: OTLP_PROTOCOLS, default: 'http/protobuf' },
   OTEL_EXPORTER_OTLP_HEADERS: {
-    list: true,
     describe: 'Headers sent with each export, `name=value` pairs separated by commas (e.g. a collector token); percent-encoded values',
     unset: 'Unset: none',
   },
   OTEL_SERVICE_NAME: { describe: 'The `service.name` of the spans', default: 'petstore' },
   OTEL_RESOURCE_ATTRIBUTES: {
-    list: true,
     describe: 'More resource attributes of the spans, `key=value` pairs separated by commas (e.g. `deployment.environment.name=staging`)',
     unset: 'Unset: none',
   },
@@ -522,16 +516,13 @@ function timeoutsVar(env: Env): Config['timeouts'] {
 }
 
 /**
- * The variable's text, or undefined when it is unset or blank (`PORT=` in an env file, as OpenTelemetry's
- * rules for its variables also say). Spaces around a single value are refused, whatever the variable,
- * rather than trimmed for some and kept by others (the value is not echoed: it may be a secret); a list's
- * entries may have spaces around them, its first and last too.
+ * The variable's text as given, or undefined when it is unset or empty (`PORT=` in an env file, as
+ * OpenTelemetry's rules for its variables also say). Spaces around a value are refused, whatever the
+ * variable, rather than trimmed for some and kept by others; the value is not echoed, as it may be a secret.
  */
 function nonEmpty(env: Env, name: VariableName): string | undefined {
   const value = env[name]
-  if (value === undefined || value.trim() === '') return undefined
-  const variable: ConfigVariable = CONFIG_VARIABLES[name]
-  if (variable.list === true) return value.trim()
+  if (value === undefined || value === '') return undefined
   if (value.trim() !== value) throw new ConfigError(name, 'has spaces or other white space around its value: remove them')
   return value
 }
