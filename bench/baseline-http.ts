@@ -34,12 +34,15 @@ export interface BaselineStore {
 export const STATUSES: readonly PetStatus[] = ['available', 'pending', 'sold']
 export const BODY_LIMIT_BYTES = 16 * 1024
 export const JSON_TYPE = 'application/json; charset=utf-8'
-// The headers the API contract puts on getPet (the service's defaults), so both answers weigh the same
-// on the wire. Per-request extras of the service (request id, rate-limit headers) are its own cost.
-export const GETPET_HEADERS = {
-  deprecation: `@${Date.parse('2026-11-22T00:00:00Z') / 1000}`,
-  sunset: 'Thu, 05 Dec 2030 00:00:00 GMT',
-  link: '</v1/pets>; rel="successor-version"',
+// The headers the API contract puts on getPet (the service's defaults; the successor under the server's
+// own public base URL, as the service's default PUBLIC_BASE_URL is), so both answers weigh the same on
+// the wire. Per-request extras of the service (request id, rate-limit headers) are its own cost.
+export function getPetHeaders(publicBaseUrl: string): Record<string, string> {
+  return {
+    deprecation: `@${Date.parse('2026-11-22T00:00:00Z') / 1000}`,
+    sunset: 'Thu, 05 Dec 2030 00:00:00 GMT',
+    link: `<${publicBaseUrl}/v1/pets>; rel="successor-version"`,
+  }
 }
 
 export function required(name: string): string {
@@ -90,11 +93,11 @@ function listPets(store: BaselineStore, query: string, response: http.ServerResp
   settle(store.list(limit, status), response, (body) => send(response, 200, body))
 }
 
-function getPet(store: BaselineStore, idText: string, response: http.ServerResponse): void {
+function getPet(store: BaselineStore, idText: string, headers: Record<string, string>, response: http.ServerResponse): void {
   if (!/^[1-9][0-9]{0,18}$/.test(idText)) return fail(response, 404, 'not_found', 'No pet has this id.')
   settle(store.get(idText), response, (body) => {
     if (body === undefined) fail(response, 404, 'not_found', 'No pet has this id.')
-    else send(response, 200, body, GETPET_HEADERS)
+    else send(response, 200, body, headers)
   })
 }
 
@@ -137,6 +140,7 @@ export function serveBaseline(store: BaselineStore, describe: string, onClose: (
   const port = Number(required('PORT'))
   const authorized = bearerCheck(required('BENCH_KEY'))
   const publicBaseUrl = `http://localhost:${port}`
+  const getPetAnswerHeaders = getPetHeaders(publicBaseUrl)
 
   const server = http.createServer((request, response) => {
     const url = request.url ?? '/'
@@ -153,7 +157,7 @@ export function serveBaseline(store: BaselineStore, describe: string, onClose: (
     }
     if (collection && request.method === 'GET') return listPets(store, query, response)
     if (collection && request.method === 'POST') return createPet(store, publicBaseUrl, request, response)
-    if (item && request.method === 'GET') return getPet(store, path.slice('/v1/pets/'.length), response)
+    if (item && request.method === 'GET') return getPet(store, path.slice('/v1/pets/'.length), getPetAnswerHeaders, response)
     request.resume()
     fail(response, 405, 'method_not_allowed', 'Method not allowed.')
   })

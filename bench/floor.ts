@@ -19,7 +19,6 @@ import { Counter, Histogram, Registry } from 'prom-client'
 import {
   BODY_LIMIT_BYTES,
   type BaselineStore,
-  GETPET_HEADERS,
   JSON_TYPE,
   type NewPet,
   type PetStatus,
@@ -27,6 +26,7 @@ import {
   andThen,
   bearerCheck,
   errorBody,
+  getPetHeaders,
   required,
 } from './baseline-http.js'
 import { loadMemoryStore } from './memory-store.js'
@@ -34,6 +34,7 @@ import { loadMemoryStore } from './memory-store.js'
 const port = Number(required('PORT'))
 const authorized = bearerCheck(required('BENCH_KEY'))
 const publicBaseUrl = `http://localhost:${port}`
+const GETPET_HEADERS = getPetHeaders(publicBaseUrl)
 
 /** The run's store, what it is (for the log), and how to close it. */
 async function openStore(): Promise<{ store: BaselineStore; describe: string; end: () => Promise<void> }> {

@@ -1,12 +1,11 @@
 // The benchmark's report: medians over rounds, the verdicts against the targets, the tables on the
-// terminal, and the results JSON and SVG chart under bench/results/.
+// terminal, and the results JSON under bench/results/ (ignored by git; see bench/README.md).
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { ROOT, round } from '../scripts/petstore-process.js'
-import { benchmarkSvg } from './chart.js'
 import type { LoadResult } from './load.js'
 import { CONNECTIONS, P99_FACTOR, RSS_LIMIT_MB, type Scenario } from './scenarios.js'
 
@@ -38,8 +37,6 @@ export type CompanionId = 'postgresJs' | 'floor'
 interface CompanionSpec {
   /** In progress lines, failure messages and the names of the pets it creates. */
   name: string
-  /** What it is, on the chart. */
-  legend: string
   /** Its row in a scenario's table. */
   row: string
   /** Its columns in the summary. */
@@ -54,7 +51,6 @@ interface CompanionSpec {
 export const COMPANIONS: Record<CompanionId, CompanionSpec> = {
   postgresJs: {
     name: 'postgres.js',
-    legend: 'baseline (bare node:http, postgres.js)',
     row: 'baseline (postgres.js)',
     column: 'pjs',
     ratio: 'postgres.js ÷ node-postgres',
@@ -62,7 +58,6 @@ export const COMPANIONS: Record<CompanionId, CompanionSpec> = {
   },
   floor: {
     name: 'floor',
-    legend: "floor (Fastify, pino, prom-client, rate-limit; the baseline's store)",
     row: 'floor',
     column: 'floor',
     ratio: 'floor ÷ baseline',
@@ -285,16 +280,14 @@ export async function revision(): Promise<{ commit: string; srcChanged: boolean 
   }
 }
 
-function resultFiles(startedAt: Date, suffix: string): { json: string; svg: string } {
+function resultFile(startedAt: Date, suffix: string): string {
   fs.mkdirSync(RESULTS_DIR, { recursive: true })
-  const stem = path.join(RESULTS_DIR, `${startedAt.toISOString().replace(/[:.]/g, '-')}${suffix}`)
-  return { json: `${stem}.json`, svg: `${stem}.svg` }
+  return path.join(RESULTS_DIR, `${startedAt.toISOString().replace(/[:.]/g, '-')}${suffix}.json`)
 }
 
-
 /**
- * Prints the summary, writes the results JSON (everything `header` says about the run, and every round)
- * and the chart; true when every target was met.
+ * Prints the summary and writes the results JSON (everything `header` says about the run, and every
+ * round); true when every target was met.
  */
 export function writeReport(
   run: { engine: EngineName; mode: string; rounds: number; roundS: number; seedPets: number; startedAt: Date; header: object },
@@ -307,44 +300,12 @@ export function writeReport(
   const peakRss: PerServer<number> = { service: peakOf('service'), baseline: peakOf('baseline') }
   for (const id of companions) peakRss[id] = peakOf(id)
   const allPass = reports.every((r) => r.pass.ratio !== false && r.pass.p99 && r.pass.rss)
-  const files = resultFiles(startedAt, `-${run.engine}${run.mode === 'quick' ? '-quick' : ''}`)
+  const file = resultFile(startedAt, `-${run.engine}${run.mode === 'quick' ? '-quick' : ''}`)
   fs.writeFileSync(
-    files.json,
+    file,
     JSON.stringify({ ...run.header, targets: { p99Factor: P99_FACTOR, rssLimitMb: RSS_LIMIT_MB }, peakRssMb: peakRss, allTargetsMet: allPass, scenarios: reports }, null, 2) + '\n',
   )
-  fs.writeFileSync(
-    files.svg,
-    benchmarkSvg({
-      title: `petstore benchmark on ${run.engine === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, ${run.mode} run, ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
-      subtitle: `${run.rounds} interleaved rounds of ${run.roundS} s per server, ${CONNECTIONS} connections, ${count(run.seedPets)} pets; ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), Node ${process.version}`,
-      scenarios: reports.map((r) => ({
-        label: r.label.replace(/^(GET|POST) /, '$1 ').replace('?status=available&limit=100', '?status=…&limit=100'),
-        targetRatio: r.targetRatio,
-        ratio: r.median.ratio,
-        baseline: r.median.baseline,
-        service: r.median.service,
-        companions: companions.map((id) => r.median[id] ?? { requestsPerSecond: Number.NaN, p99Ms: Number.NaN }),
-        notes: companions.map((id) => {
-          const { ratioColumn, serviceRatio } = COMPANIONS[id]
-          const ratio = (value: number | undefined) => value?.toFixed(2) ?? '?'
-          return `${ratioColumn} ${ratio(r.median[ratioKey(id)])}` + (serviceRatio === undefined ? '' : `, ${serviceRatio.column} ${ratio(r.median[serviceRatioKey(id)])}`)
-        }),
-      })),
-      legend: {
-        baseline: run.engine === 'sqlite' ? 'baseline (bare node:http, in memory)' : 'baseline (bare node:http, node-postgres)',
-        service: `service (petstore serve, ${run.engine === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, logging at info)`,
-        companions: companions.map((id) => COMPANIONS[id].legend),
-      },
-      p99Factor: P99_FACTOR,
-      rssMb: {
-        service: peakRss.service,
-        baseline: peakRss.baseline,
-        companions: companions.map((id) => ({ name: COMPANIONS[id].name, mb: peakRss[id] ?? Number.NaN })),
-        limit: RSS_LIMIT_MB,
-      },
-    }),
-  )
   console.log(`\n${allPass ? 'ALL TARGETS MET' : 'TARGETS MISSED: see MISS above'}`)
-  console.log(`Results: ${path.relative(process.cwd(), files.json)}\nChart:   ${path.relative(process.cwd(), files.svg)}`)
+  console.log(`Results: ${path.relative(process.cwd(), file)}`)
   return allPass
 }

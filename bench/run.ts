@@ -6,7 +6,7 @@
 // baseline's store) shows how much of the gap those libraries cost by themselves.
 // `npm run bench [-- --quick] [-- --engine postgres]`; see bench/README.md for how to read the output.
 // The parts: setup.ts (build, service, seeding, baselines), scripts/embedded-postgres.ts (the embedded server),
-// identity.ts (the byte-identity check), rounds.ts (the load), report.ts (tables, results JSON and chart).
+// identity.ts (the byte-identity check), rounds.ts (the load), report.ts (tables and the results JSON).
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -67,7 +67,7 @@ const USAGE = `Usage: npm run bench [-- --quick] [-- --engine sqlite|postgres] [
 
 Compares \`petstore serve\` (${SEED_PETS.toLocaleString('en-US')} pets, logging at info) with a bare node:http baseline
 serving the same bytes, ${CONNECTIONS} connections, rounds interleaved; prints a table per scenario and writes
-bench/results/<timestamp>-<engine>[-quick].json and .svg. Memory over minutes is the soak's: npm run soak.
+bench/results/<timestamp>-<engine>[-quick].json (ignored by git). Memory over minutes is the soak's: npm run soak.
   --engine    sqlite (default): the service on a SQLite file, the baseline in memory.
               postgres: the service on an embedded PostgreSQL server, against two baselines on its tables:
               node-postgres (the reference) and postgres.js.

@@ -5,7 +5,7 @@ export type ScenarioId = 'list20' | 'list100' | 'getOne' | 'create'
 
 export interface Scenario {
   id: ScenarioId
-  /** As printed in tables and on the chart. */
+  /** As printed in the tables. */
   label: string
   method: 'GET' | 'POST'
   /** Fixed path; getOne's is a template whose `{id}` is replaced per request. */
