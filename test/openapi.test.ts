@@ -334,11 +334,9 @@ function faultyStorage(engine: Engine): { faults: Faults; wrap: (storage: Storag
       list: (...args) => failing(() => storage.pets.list(...args)),
       create: (...args) => failing(() => storage.pets.create(...args)),
       findById: (...args) => failing(() => storage.pets.findById(...args)),
-    },
-    idempotency: {
-      ...storage.idempotency,
-      createPet: async (...args) =>
-        faults.fault === 'key in use' ? { held: { state: 'in_progress' } } : storage.idempotency.createPet(...args),
+      // The idempotency claim's holder, as the repository passes it on: the claim is generic to pets.
+      createOnce: async (...args) =>
+        faults.fault === 'key in use' ? { held: { state: 'in_progress' } as never } : storage.pets.createOnce(...args),
     },
     isUnavailable: (error) => storage.isUnavailable(error),
   })

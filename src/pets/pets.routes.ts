@@ -8,7 +8,7 @@ import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
 import { LIMIT_DEFAULT, PetStatusSchema, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
 import type { Pet } from './pets.repository.js'
-import type { PetsService } from './pets.service.js'
+import { type PetsService, createPetFingerprint } from './pets.service.js'
 
 export const PETS_PATH = '/v1/pets'
 
@@ -72,12 +72,10 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     const serialize = reply.getSerializationFunction('201')
     if (scope === undefined || serialize === undefined) throw new Error('createPet: no API key or no 201 serializer')
     // The body is serialised once, as the 201 schema says, and stored: a replay sends the same bytes.
-    const { response, replayed } = await idempotency.createPet({
-      scope,
-      key,
-      pet: request.body,
-      respond: (pet) => ({ status: 201, location: petUrl(pet), body: serialize({ ...pet }) }),
-    })
+    const pet = request.body
+    const { response, replayed } = await idempotency.once({ scope, key, fingerprint: createPetFingerprint(pet) }, (claim) =>
+      pets.createOnce(pet, claim, (created) => ({ status: 201, location: petUrl(created), body: serialize({ ...created }) })),
+    )
     if (replayed) reply.header('idempotent-replayed', 'true')
     return reply
       .code(response.status as 201) // respond() above is the only source of stored createPet responses

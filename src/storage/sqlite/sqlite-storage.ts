@@ -39,7 +39,7 @@ export function openSqliteStorage(file: string): Storage {
     repositories ??= {
       pets: createSqlitePetsRepository(db, petChanges),
       apiKeys: createSqliteApiKeysRepository(db),
-      idempotency: createSqliteIdempotencyRepository(db, petChanges),
+      idempotency: createSqliteIdempotencyRepository(db),
       deprecations: createSqliteDeprecationsRepository(db),
     }
     return repositories
