@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import { createAuthenticate } from './api-keys/api-keys.auth.js'
 import { containsKey } from './api-keys/api-keys.format.js'
+import { createAuthFailuresCounter, createRateLimitedCounter } from './api-keys/api-keys.metrics.js'
 import { registerRateLimits } from './api-keys/api-keys.rate-limit.js'
 import { createApiKeysService } from './api-keys/api-keys.service.js'
 import { type Clock, systemClock } from './clock.js'
@@ -25,6 +26,7 @@ import { PETS_PATH, registerPetsRoutes } from './pets/pets.routes.js'
 import { createPetsService } from './pets/pets.service.js'
 import type { Storage } from './storage/storage.js'
 import { createDeprecationHooks } from './deprecations/deprecations.hooks.js'
+import { createDeprecatedCallsCounter } from './deprecations/deprecations.metrics.js'
 import { createDeprecationRecorder, type DeprecationRecorder } from './deprecations/deprecations.recorder.js'
 
 /** The sunset of getPet, fixed by the specification. */
@@ -105,7 +107,7 @@ export async function buildApp({
 
   const sharedSchemas = [ErrorSchema, NewPetSchema, PetSchema]
   for (const schema of sharedSchemas) app.addSchema(schema)
-  app.setValidatorCompiler(createValidatorCompiler(sharedSchemas))
+  app.setValidatorCompiler(createValidatorCompiler(sharedSchemas, containsKey))
   app.decorateRequest('apiKey', null)
   app.decorateRequest('errorCode', null)
 
@@ -159,27 +161,27 @@ export async function buildApp({
   if (poolStats !== undefined) metrics.watchPool(poolStats)
   await registerOpenApi(app, config)
 
-  const limits = await registerRateLimits(app, config.rateLimits, logger, metrics.countRateLimited)
+  const limits = await registerRateLimits(app, config.rateLimits, logger, createRateLimitedCounter(metrics.registry))
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
   const getPetDeprecation = createDeprecationHooks(
     { operationId: getPetSchema.operationId, deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: `${config.publicBaseUrl}${PETS_PATH}` },
     {
       clock,
       recorder: deprecationRecorder ?? ownDeprecationRecorder(app, storage, clock),
-      countCall: metrics.countDeprecatedCall,
+      countCall: createDeprecatedCallsCounter(metrics.registry),
     },
   )
   registerPetsRoutes(app, {
     pets: createPetsService({ pets: storage.pets, clock }),
     idempotency: createIdempotencyService({ idempotency: storage.idempotency, clock }),
-    authenticate: createAuthenticate(apiKeys, limits, metrics.countAuthFailure),
+    authenticate: createAuthenticate(apiKeys, limits, createAuthFailuresCounter(metrics.registry)),
     getPetDeprecation,
     publicBaseUrl: config.publicBaseUrl,
     clock,
   })
   registerOpenApiRoute(app)
   registerDocsRoutes(app)
-  registerHealthRoutes(app, storage, limits, isDraining)
+  registerHealthRoutes(app, storage, () => limits.storeStatus(), isDraining)
   answerOtherMethods()
 
   return app
