@@ -27,8 +27,8 @@ interface RequestSeries {
   duration: { observe(seconds: number): void }
 }
 
-// The service answers most requests in about a millisecond: the low buckets tell a slow
-// database from a normal day; the high ones catch timeouts.
+// Most requests are answered well under the lowest buckets' bounds: those tell a slow database from
+// a normal day (docs/decisions/0008-metrics.md); the high ones catch timeouts.
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
 
 /** A route label for requests that matched no route: their raw URLs would be unbounded. */

@@ -79,8 +79,8 @@ export function createPostgresPetsRepository(pool: pg.Pool): PetsRepository {
       if (status === undefined) {
         // An unfiltered page is every pet of its id range, so it shows whether that range has a
         // hole: without one it is settled, as `pets_page` would find, and one plain statement (the
-        // common case, about 1.6 times the pages per second of the function at the database) is the
-        // whole read. With one, `pets_page` reads it again and waits if it must.
+        // common case, and cheaper at the database than the function: docs/decisions/0015-postgres-read-path.md)
+        // is the whole read. With one, `pets_page` reads it again and waits if it must.
         const { rows } = await pool.query<PetRow>({
           name: 'pets-page-unfiltered',
           text: `SELECT ${COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
