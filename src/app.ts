@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import { createAuthenticate } from './api-keys/api-keys.auth.js'
 import { containsKey } from './api-keys/api-keys.format.js'
+import { createAuthFailuresCounter, createRateLimitedCounter } from './api-keys/api-keys.metrics.js'
 import { registerRateLimits } from './api-keys/api-keys.rate-limit.js'
 import { createApiKeysService } from './api-keys/api-keys.service.js'
 import { type Clock, systemClock } from './clock.js'
@@ -17,6 +17,7 @@ import { registerJsonBodyParser } from './http/json-body.js'
 import { registerLoadShedding } from './http/load-shedding.js'
 import { createMetrics, type Metrics, registerRequestMetrics } from './http/metrics.js'
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js'
+import { echoRequestId, registerRequestLog, requestIdOf } from './http/request-log.js'
 import type { CertificatePair } from './http/tls.js'
 import { createValidatorCompiler } from './http/validation.js'
 import { createIdempotencyService } from './idempotency/idempotency.service.js'
@@ -25,10 +26,12 @@ import { PETS_PATH, registerPetsRoutes } from './pets/pets.routes.js'
 import { createPetsService } from './pets/pets.service.js'
 import type { Storage } from './storage/storage.js'
 import { createDeprecationHooks } from './deprecations/deprecations.hooks.js'
-import { createDeprecationRecorder, type DeprecationRecorder } from './deprecations/deprecations.recorder.js'
+import { createDeprecatedCallsCounter } from './deprecations/deprecations.metrics.js'
+import { createAppDeprecationRecorder, type DeprecationRecorder } from './deprecations/deprecations.recorder.js'
+import { GET_PET_SUNSET } from './deprecations/deprecations.policy.js'
 
-/** The sunset of getPet, fixed by the specification. */
-export const GET_PET_SUNSET = new Date('2030-12-05T00:00:00Z')
+// For cli.ts, which imports it from here.
+export { GET_PET_SUNSET }
 
 export interface AppDeps {
   config: Config
@@ -50,22 +53,6 @@ export interface AppDeps {
   tls?: CertificatePair
 }
 
-/** The one line logged per request. */
-interface RequestLogLine {
-  method: string
-  route: string | null
-  path?: string
-  status: number
-  durationMs: number
-  /** The error code of an error answer (`unavailable` or `overloaded` tells two 503s apart). */
-  code?: string
-  keyId?: string
-  traceId?: string
-  spanId?: string
-}
-
-const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
-
 /** Builds the whole HTTP service; every part is registered here, explicitly. */
 export async function buildApp({
   config,
@@ -84,11 +71,7 @@ export async function buildApp({
     loggerInstance: logger,
     // One line per request is written by the onResponse hook below instead.
     logController: new LogController({ disableRequestLogging: true }),
-    // A client-supplied id is kept only if it is safe to echo and to log: never one that holds a key.
-    genReqId: (request) => {
-      const given = request.headers['x-request-id']
-      return typeof given === 'string' && SANE_REQUEST_ID.test(given) && !containsKey(given) ? given : randomUUID()
-    },
+    genReqId: requestIdOf(containsKey),
     requestIdHeader: false,
     return503OnClosing: false,
     clientErrorHandler,
@@ -105,40 +88,16 @@ export async function buildApp({
 
   const sharedSchemas = [ErrorSchema, NewPetSchema, PetSchema]
   for (const schema of sharedSchemas) app.addSchema(schema)
-  app.setValidatorCompiler(createValidatorCompiler(sharedSchemas))
+  app.setValidatorCompiler(createValidatorCompiler(sharedSchemas, containsKey))
   app.decorateRequest('apiKey', null)
   app.decorateRequest('errorCode', null)
 
   // The hooks every request runs take a callback rather than return a promise: at thousands of
   // requests a second, a promise and a microtask per hook are a measurable share of the work.
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id)
-    done()
-  })
+  app.addHook('onRequest', echoRequestId)
   // Second only to the request id, which its refusals carry too.
   app.addHook('onRequest', protocolChecks)
-  app.addHook('onResponse', (request, reply, done) => {
-    const route = request.routeOptions.url
-    const line: RequestLogLine = {
-      method: request.method,
-      route: route ?? null,
-      status: reply.statusCode,
-      durationMs: Math.round(reply.elapsedTime * 100) / 100,
-    }
-    if (route === undefined) line.path = request.url.split('?')[0]
-    if (request.errorCode !== null) line.code = request.errorCode
-    // Who called: the key's public id, never the key.
-    if (request.apiKey !== null) line.keyId = request.apiKey.id
-    if (traceIds !== undefined) {
-      const ids = traceIds()
-      if (ids !== undefined) {
-        line.traceId = ids.traceId
-        line.spanId = ids.spanId
-      }
-    }
-    request.log.info(line, 'request')
-    done()
-  })
+  registerRequestLog(app, traceIds)
 
   registerRequestMetrics(app, metrics)
   // Before the load shedding, the routes and collectRouteMethods (see registerCors): a preflight is
@@ -159,40 +118,28 @@ export async function buildApp({
   if (poolStats !== undefined) metrics.watchPool(poolStats)
   await registerOpenApi(app, config)
 
-  const limits = await registerRateLimits(app, config.rateLimits, logger, metrics.countRateLimited)
+  const limits = await registerRateLimits(app, config.rateLimits, logger, createRateLimitedCounter(metrics.registry))
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
   const getPetDeprecation = createDeprecationHooks(
     { operationId: getPetSchema.operationId, deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: `${config.publicBaseUrl}${PETS_PATH}` },
     {
       clock,
-      recorder: deprecationRecorder ?? ownDeprecationRecorder(app, storage, clock),
-      countCall: metrics.countDeprecatedCall,
+      recorder: deprecationRecorder ?? createAppDeprecationRecorder(app, storage.deprecations, clock),
+      countCall: createDeprecatedCallsCounter(metrics.registry),
     },
   )
   registerPetsRoutes(app, {
     pets: createPetsService({ pets: storage.pets, clock }),
     idempotency: createIdempotencyService({ idempotency: storage.idempotency, clock }),
-    authenticate: createAuthenticate(apiKeys, limits, metrics.countAuthFailure),
+    authenticate: createAuthenticate(apiKeys, limits, createAuthFailuresCounter(metrics.registry)),
     getPetDeprecation,
     publicBaseUrl: config.publicBaseUrl,
     clock,
   })
   registerOpenApiRoute(app)
   registerDocsRoutes(app)
-  registerHealthRoutes(app, storage, limits, isDraining)
+  registerHealthRoutes(app, storage, () => limits.storeStatus(), isDraining)
   answerOtherMethods()
 
   return app
-}
-
-/** A recorder for an app built without one (tests, one-off tools): the app flushes it as it closes. */
-function ownDeprecationRecorder(app: FastifyInstance, storage: Storage, clock: Clock): DeprecationRecorder {
-  const recorder = createDeprecationRecorder({
-    deprecations: storage.deprecations,
-    clock,
-    onFlushError: (err) => app.log.warn({ err }, 'getPet calls not recorded yet: the database did not take them'),
-  })
-  // onClose runs once the server has stopped and requests have finished, before the caller closes storage.
-  app.addHook('onClose', () => recorder.close())
-  return recorder
 }

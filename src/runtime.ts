@@ -37,8 +37,8 @@ export const SEMI_SPACE_MIB = 4
 
 /**
  * The Node options `petstore serve` must be restarted with, or undefined when it already runs with them.
- * Node 24 lets the young generation grow to 64 MiB half-spaces under load; capped at 4 MiB, the service's
- * peak RSS is about 30 MB lower. V8 reads the size only when the process starts, so the entry point
+ * Node lets the young generation grow far larger under load; capped at SEMI_SPACE_MIB, the service's
+ * peak RSS is lower (figures in docs/decisions/0011-node-runtime.md). V8 reads the size only when the process starts, so the entry point
  * replaces its process image (same pid) with these options first. A size the operator chose, on the
  * command line or in NODE_OPTIONS, is kept.
  */

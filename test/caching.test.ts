@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { matchesIfNoneMatch } from '../src/http/conditional.js'
+import { matchesIfNoneMatch } from '../src/pets/pets.conditional.js'
 import { ENGINES, errorBody, postPet, useTestApp } from './helper.js'
 
 describe('If-None-Match comparison', () => {

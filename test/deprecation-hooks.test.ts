@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
-import { GET_PET_SUNSET } from '../src/app.js'
+import { GET_PET_SUNSET } from '../src/deprecations/deprecations.policy.js'
 import { ENGINES, ManualClock, buildTestApp, errorBody, postPet, useTestApp } from './helper.js'
 
 const SUNSET = 'Thu, 05 Dec 2030 00:00:00 GMT'

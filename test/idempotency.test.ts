@@ -9,7 +9,7 @@ import { hashSecret } from '../src/api-keys/api-keys.service.js'
 import { buildApp } from '../src/app.js'
 import type { Config } from '../src/config.js'
 import { IDEMPOTENCY_ABANDONED_AFTER_MS, IDEMPOTENCY_RETENTION_MS } from '../src/idempotency/idempotency.policy.js'
-import { createPetFingerprint } from '../src/idempotency/idempotency.service.js'
+import { createPetFingerprint } from '../src/pets/pets.service.js'
 import { createLogger } from '../src/logger.js'
 import { openStorage } from '../src/storage/open-storage.js'
 import type { Storage } from '../src/storage/storage.js'
@@ -105,15 +105,15 @@ function gateCreates() {
   }
   const wrap = (storage: Storage): Storage => ({
     ...storage,
-    idempotency: {
-      ...storage.idempotency,
-      async createPet(...args) {
+    pets: {
+      ...storage.pets,
+      async createOnce(...args) {
         if (gate.armed) {
           gate.armed = false
           entered()
           await gate.opened
         }
-        return storage.idempotency.createPet(...args)
+        return storage.pets.createOnce(...args)
       },
     },
   })
@@ -529,10 +529,10 @@ for (const engine of ENGINES) {
     // The failure strikes inside the real transaction, after the pet's INSERT: it must be rolled back.
     const failing = (storage: Storage): Storage => ({
       ...storage,
-      idempotency: {
-        ...storage.idempotency,
-        createPet: (request, pet, respond) =>
-          storage.idempotency.createPet(request, pet, (created) => {
+      pets: {
+        ...storage.pets,
+        createOnce: (pet, createdAt, claim, respond) =>
+          storage.pets.createOnce(pet, createdAt, claim, (created) => {
             if (!failNext) return respond(created)
             failNext = false
             throw outageError(engine)

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import Sqlite from 'better-sqlite3'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
 import type { Scope } from '../src/api-keys/api-keys.scopes.js'
-import { GET_PET_SUNSET } from '../src/app.js'
+import { GET_PET_SUNSET } from '../src/deprecations/deprecations.policy.js'
 import { main } from '../src/cli.js'
 import { ERROR_CODES, ERROR_STATUS } from '../src/errors.js'
 import { MAX_HEADER_LINES } from '../src/http/http-protocol.js'
@@ -334,11 +334,9 @@ function faultyStorage(engine: Engine): { faults: Faults; wrap: (storage: Storag
       list: (...args) => failing(() => storage.pets.list(...args)),
       create: (...args) => failing(() => storage.pets.create(...args)),
       findById: (...args) => failing(() => storage.pets.findById(...args)),
-    },
-    idempotency: {
-      ...storage.idempotency,
-      createPet: async (...args) =>
-        faults.fault === 'key in use' ? { held: { state: 'in_progress' } } : storage.idempotency.createPet(...args),
+      // The idempotency claim's holder, as the repository passes it on: the claim is generic to pets.
+      createOnce: async (...args) =>
+        faults.fault === 'key in use' ? { held: { state: 'in_progress' } as never } : storage.pets.createOnce(...args),
     },
     isUnavailable: (error) => storage.isUnavailable(error),
   })

@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3'
+import { inTransaction } from '../storage/sqlite/transaction.js'
 import type { CopyReader, CopyRepository, CopyRow, CopyWriter } from './copy.repository.js'
 
 // Table and column names come from COPY_TABLES or from the database's own catalogue, never from a user.
@@ -39,21 +40,17 @@ function reader(db: Database): CopyReader {
 
 export function createSqliteCopyRepository(db: Database): CopyRepository {
   return {
-    async readSnapshot(read) {
+    readSnapshot(read) {
       // In WAL mode a read transaction sees the database as of its first read, while writers go on.
-      db.exec('BEGIN')
-      try {
+      return inTransaction(db, 'BEGIN', () => {
         db.prepare('SELECT count(*) FROM sqlite_schema').get()
-        return await read(reader(db))
-      } finally {
-        db.exec('COMMIT')
-      }
+        return read(reader(db))
+      })
     },
-    async writeAtomically(write) {
+    writeAtomically(write) {
       // IMMEDIATE: the write lock is held from the start, so nothing else writes between the check that
       // the target is empty and the commit; a second copy waits for it (busy_timeout) or fails.
-      db.exec('BEGIN IMMEDIATE')
-      try {
+      return inTransaction(db, 'BEGIN IMMEDIATE', () => {
         const writer: CopyWriter = {
           ...reader(db),
           insert(table, rows) {
@@ -73,12 +70,8 @@ export function createSqliteCopyRepository(db: Database): CopyRepository {
             return Promise.resolve()
           },
         }
-        const result = await write(writer)
-        db.exec('COMMIT')
-        return result
-      } finally {
-        if (db.inTransaction) db.exec('ROLLBACK')
-      }
+        return write(writer)
+      })
     },
   }
 }

@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify'
 import type { Clock } from '../clock.js'
 import type { DeprecatedCalls, DeprecationsRepository } from './deprecations.repository.js'
 
@@ -83,4 +84,16 @@ export function createDeprecationRecorder({
       await flush()
     },
   }
+}
+
+/** A recorder for an app built without one (tests, one-off tools): the app flushes it as it closes. */
+export function createAppDeprecationRecorder(app: FastifyInstance, deprecations: DeprecationsRepository, clock: Clock): DeprecationRecorder {
+  const recorder = createDeprecationRecorder({
+    deprecations,
+    clock,
+    onFlushError: (err) => app.log.warn({ err }, 'getPet calls not recorded yet: the database did not take them'),
+  })
+  // onClose runs once the server has stopped and requests have finished, before the caller closes storage.
+  app.addHook('onClose', () => recorder.close())
+  return recorder
 }

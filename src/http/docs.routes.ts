@@ -82,8 +82,8 @@ function asset(name: string, content: Buffer, body: Asset['body'], contentType: 
 
 /**
  * The assets: swagger-ui-dist's files, located through Node's own resolution, and the init script.
- * The files are read once to name them, then sent from disk: kept in memory, swagger-ui's 1.7 MB
- * bundle would cost every process that much for a page few ever open.
+ * The files are read once to name them, then sent from disk: kept in memory, swagger-ui's bundle
+ * would cost every process its size for a page few ever open (docs/decisions/0007-docs-page.md).
  */
 function loadAssets(): { css: Asset; bundle: Asset; init: Asset; favicon: Asset } {
   const folder = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'))

@@ -1,5 +1,4 @@
 import { type TSchema, Type } from '@sinclair/typebox'
-import type { Scope } from '../api-keys/api-keys.scopes.js'
 import { ERROR_CODES, ERROR_DESCRIPTIONS } from '../errors.js'
 import { RefTo, StringEnum } from './schema-types.js'
 
@@ -80,17 +79,6 @@ const RETRY_AFTER_HEADER = alwaysSent({
 /** No key was counted, so no RateLimit headers. `headers`: those the operation adds to every answer. */
 export const unauthorizedResponse = (headers: Headers = {}): TSchema =>
   errorBody('The API key is missing or not valid (`unauthorized`).', { ...headers, ...WWW_AUTHENTICATE_HEADER })
-
-/** After the key authenticated and was counted: the rate-limit headers come too. */
-export const forbiddenResponse = (scope: Scope, headers: Headers = {}): TSchema =>
-  errorResponse(`The API key is valid but does not have the \`${scope}\` scope (\`forbidden\`).`, {
-    ...headers,
-    ...alwaysSent({
-      'WWW-Authenticate': Type.Literal(`Bearer realm="petstore", error="insufficient_scope", scope="${scope}"`, {
-        description: 'Bearer challenge (RFC 6750 §3.1) naming the scope the key lacks.',
-      }),
-    }),
-  })
 
 export const internalErrorResponse = (headers: Headers = {}): TSchema =>
   errorResponse('A fault in the service (`internal_error`).', headers)

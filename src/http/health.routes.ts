@@ -2,7 +2,6 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyInstance } from 'fastify'
 import type { Storage } from '../storage/storage.js'
 import { ApiError } from '../errors.js'
-import type { RateLimits } from '../api-keys/api-keys.rate-limit.js'
 import { LIVE_BODY } from '../probes.js'
 import { StringEnum } from './schema-types.js'
 
@@ -20,7 +19,8 @@ export const shuttingDown = (headers: Record<string, string> = {}): ApiError =>
 export function registerHealthRoutes(
   app: FastifyInstance,
   storage: Storage,
-  limits: Pick<RateLimits, 'storeStatus'>,
+  /** The rate limits' store: in memory, Redis, or Redis out of reach. */
+  rateLimitStoreStatus: () => 'memory' | 'redis' | 'unavailable',
   isDraining: () => boolean,
 ): void {
   const ok = Type.Object({ status: Type.Literal('ok') })
@@ -44,7 +44,7 @@ export function registerHealthRoutes(
       request.log.warn({ err: error }, 'readiness check failed')
       throw new ApiError('unavailable', 'The database is not answering.', { 'retry-after': '5' })
     }
-    const rateLimitStore = limits.storeStatus()
+    const rateLimitStore = rateLimitStoreStatus()
     return {
       status: rateLimitStore === 'unavailable' ? ('degraded' as const) : ('ok' as const),
       checks: { database: 'ok' as const, rateLimitStore },

@@ -1,8 +1,5 @@
 import type { FastifyInstance } from 'fastify'
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { CountAuthFailure } from '../api-keys/api-keys.auth.js'
-import type { CountRateLimited } from '../api-keys/api-keys.rate-limit.js'
-import { type CountDeprecatedCall, createDeprecatedCallsCounter } from '../deprecations/deprecations.metrics.js'
 import type { PoolStats } from '../storage/storage.js'
 import type { CountOverloaded } from './load-shedding.js'
 
@@ -12,21 +9,15 @@ interface HttpMetrics {
   readonly duration: Histogram<'method' | 'route' | 'status'>
 }
 
-/** The registry of one process and the counters its parts are handed. */
+/** The registry of one process, where features add their own counters, and the counters of the HTTP layer. */
 export interface Metrics {
   readonly registry: Registry
   /** For `registerRequestMetrics`. */
   readonly http: HttpMetrics
-  /** For the authentication hook: a request with a missing or invalid key. */
-  readonly countAuthFailure: CountAuthFailure
-  /** For the rate limits: a request refused with 429. */
-  readonly countRateLimited: CountRateLimited
   /** For the error handler: a request answered 503 because the database could not serve it. */
   readonly countDatabaseUnavailable: () => void
   /** For the load shedding: a request answered 503 `overloaded`. */
   readonly countOverloaded: CountOverloaded
-  /** For the hooks of a deprecated operation: an authenticated call. */
-  readonly countDeprecatedCall: CountDeprecatedCall
   /** Exports the pool figures of `stats`, read at each scrape. Call it once. */
   watchPool(stats: () => PoolStats): void
 }
@@ -36,8 +27,8 @@ interface RequestSeries {
   duration: { observe(seconds: number): void }
 }
 
-// The service answers most requests in about a millisecond: the low buckets tell a slow
-// database from a normal day; the high ones catch timeouts.
+// Most requests are answered well under the lowest buckets' bounds: those tell a slow database from
+// a normal day (docs/decisions/0008-metrics.md); the high ones catch timeouts.
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
 
 /** A route label for requests that matched no route: their raw URLs would be unbounded. */
@@ -65,18 +56,6 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
     buckets: DURATION_BUCKETS,
     registers: [registry],
   })
-  const authFailures = new Counter({
-    name: 'petstore_auth_failures_total',
-    help: 'Requests to the API with a missing or an invalid (unknown, revoked, expired, other-environment) key.',
-    labelNames: ['reason'] as const,
-    registers: [registry],
-  })
-  const rateLimited = new Counter({
-    name: 'petstore_rate_limited_total',
-    help: 'Requests refused with 429, by limit: per-key, or failed-auth (per client address).',
-    labelNames: ['limit'] as const,
-    registers: [registry],
-  })
   const databaseUnavailable = new Counter({
     name: 'petstore_db_unavailable_total',
     help: 'Requests answered 503 because the database could not serve them (busy, full, read-only, unreachable).',
@@ -89,26 +68,15 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
     registers: [registry],
   })
   // Zeroed up front so that a dashboard shows 0, not "no data", for a service that never refused.
-  for (const reason of ['missing', 'invalid'] as const) authFailures.labels(reason).inc(0)
-  for (const limit of ['per-key', 'failed-auth'] as const) rateLimited.labels(limit).inc(0)
   const overloadSeries = { 'event-loop-delay': overloadRejections.labels('event-loop-delay'), heap: overloadRejections.labels('heap') }
   for (const series of Object.values(overloadSeries)) series.inc(0)
-
-  const authFailureSeries = {
-    missing: authFailures.labels('missing'),
-    invalid: authFailures.labels('invalid'),
-  }
-  const rateLimitedSeries = { 'per-key': rateLimited.labels('per-key'), 'failed-auth': rateLimited.labels('failed-auth') }
   let watchingPool = false
 
   return {
     registry,
     http: { requests, duration },
-    countAuthFailure: (reason) => authFailureSeries[reason].inc(),
-    countRateLimited: (limit) => rateLimitedSeries[limit].inc(),
     countDatabaseUnavailable: () => databaseUnavailable.inc(),
     countOverloaded: (reason) => overloadSeries[reason].inc(),
-    countDeprecatedCall: createDeprecatedCallsCounter(registry),
     watchPool(stats) {
       if (watchingPool) throw new Error('watchPool: this registry already watches a pool')
       watchingPool = true

@@ -2,7 +2,6 @@ import { Kind, type TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { type ValueError, ValueErrorType } from '@sinclair/typebox/errors'
 import type { FastifySchemaCompiler } from 'fastify'
-import { containsKey } from '../api-keys/api-keys.format.js'
 import { ApiError } from '../errors.js'
 import { rangeOfSchema, registerSchemaKinds, ruleOfSchema } from './schema-types.js'
 
@@ -22,13 +21,17 @@ const PART_NAMES: Record<string, string> = {
  * refused too: it would be stored and shown to whoever reads it, and the service must not keep a
  * secret in clear. Changing it silently is not an option either.
  */
-export function createValidatorCompiler(references: TSchema[]): FastifySchemaCompiler<TSchema> {
+export function createValidatorCompiler(
+  references: TSchema[],
+  /** Whether a string holds an API key (api-keys.format.ts). */
+  containsKey: (text: string) => boolean,
+): FastifySchemaCompiler<TSchema> {
   registerSchemaKinds()
   return ({ schema, httpPart = 'body' }) => {
     const compiled = TypeCompiler.Compile(schema, references)
     return (data: unknown) => {
       if (!compiled.Check(data)) return { error: new ApiError('invalid_request', describe(httpPart, data, compiled.Errors(data))) }
-      const holder = fieldHoldingKey(httpPart === 'headers' ? schema : undefined, data)
+      const holder = fieldHoldingKey(httpPart === 'headers' ? schema : undefined, data, containsKey)
       if (holder === undefined) return { value: data }
       return {
         error: new ApiError(
@@ -45,7 +48,11 @@ export function createValidatorCompiler(references: TSchema[]): FastifySchemaCom
  * The first member of a valid `data` whose string value holds an API key. Of headers, only those
  * `declared` by the route's schema: they come with all the others, `Authorization` among them.
  */
-function fieldHoldingKey(declared: TSchema | undefined, data: unknown): string | undefined {
+function fieldHoldingKey(
+  declared: TSchema | undefined,
+  data: unknown,
+  containsKey: (text: string) => boolean,
+): string | undefined {
   if (typeof data !== 'object' || data === null) return undefined
   const names = Object.keys((declared as { properties?: object } | undefined)?.properties ?? data)
   return names.find((name) => {

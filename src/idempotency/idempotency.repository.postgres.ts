@@ -1,11 +1,11 @@
 import type pg from 'pg'
-import { insertPostgresPet } from '../pets/pets.repository.postgres.js'
-import { inTransaction } from '../storage/postgres/transaction.js'
+import type { PostgresClaim } from '../storage/claim.js'
 import {
   type HeldRecord,
   type IdempotencyRepository,
   type IdempotencyRow,
   type IdempotentRequest,
+  type StoredResponse,
   toHeldRecord,
 } from './idempotency.repository.js'
 
@@ -31,9 +31,8 @@ const TAKE_TRIES = 3
 
 /**
  * Inside the transaction: gives the request the key's record (a new one, or one that was stale),
- * or resolves to the live record that holds the key. The record is taken before the pet's insert
- * takes the lock of pet_ids_settled (pets.repository.postgres.ts): a request that waits here for
- * another one with its key holds nothing that pages wait for.
+ * or resolves to the live record that holds the key. The pets repository takes the record before
+ * its insert takes the lock of pet_ids_settled (pets.repository.postgres.ts).
  */
 async function takeKey(client: pg.PoolClient, request: IdempotentRequest): Promise<HeldRecord | undefined> {
   const { scope, key, attemptId, fingerprint, now, abandonedBefore, expiredBefore } = request
@@ -70,28 +69,30 @@ async function takeKey(client: pg.PoolClient, request: IdempotentRequest): Promi
 
 export function createPostgresIdempotencyRepository(pool: pg.Pool): IdempotencyRepository {
   return {
-    async createPet(request, pet, respond) {
-      const { scope, key, now } = request
+    claim(request): PostgresClaim<StoredResponse, HeldRecord> {
+      const { scope, key } = request
       // Whether a lock_timeout would be the wait for another request with the key, not some other wait.
       let waiting = false
-      try {
-        return await inTransaction(pool, BEGIN, async (client) => {
+      return {
+        engine: 'postgres',
+        begin: BEGIN,
+        async take(client) {
           waiting = true
           const held = await takeKey(client, request)
           waiting = false
-          if (held !== undefined) return { held }
-          const response = respond(await insertPostgresPet(client, pet, now))
+          return held
+        },
+        async complete(client, response) {
           await client.query({
             name: 'idempotency-complete',
             text: `UPDATE idempotency_keys SET response_status = $3, response_location = $4, response_body = $5
                    WHERE ${THE_RECORD}`,
             values: [scope, key, response.status, response.location, response.body],
           })
-          return { created: response }
-        })
-      } catch (error) {
-        if (waiting && (error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return { held: { state: 'in_progress' } }
-        throw error
+        },
+        heldOnError(error) {
+          return waiting && (error as { code?: unknown }).code === LOCK_NOT_AVAILABLE ? { state: 'in_progress' } : undefined
+        },
       }
     },
 

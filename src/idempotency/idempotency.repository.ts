@@ -1,4 +1,4 @@
-import type { NewPet, Pet } from '../pets/pets.repository.js'
+import type { Claim } from '../storage/claim.js'
 
 /** The response a request with an `Idempotency-Key` answered, kept to be answered again. */
 export interface StoredResponse {
@@ -36,9 +36,6 @@ export type HeldRecord =
   | { state: 'in_progress'; fingerprint?: string }
   | { state: 'completed'; fingerprint: string; response: StoredResponse }
 
-/** What a keyed create did: created the pet and recorded `respond(pet)`, or found the key held. */
-export type IdempotentOutcome = { created: StoredResponse } | { held: HeldRecord }
-
 /** The columns both engines read back, with the same types on each (rows never leave the repositories). */
 export interface IdempotencyRow {
   fingerprint: string
@@ -62,13 +59,14 @@ export function toHeldRecord(row: IdempotencyRow): HeldRecord {
 /** Where idempotency records are kept. One implementation per storage engine; rows never leave it. */
 export interface IdempotencyRepository {
   /**
-   * In one transaction: takes the key (a new record, or one that expired or was abandoned), inserts
-   * the pet and records `respond(pet)` as the key's response; or, when a live record holds the key,
-   * writes nothing and resolves to it. The claim ends with the transaction, so a request that dies
-   * with its process or its connection leaves neither a pet nor a record. A request that meets the
-   * uncommitted record of a concurrent one waits for it to end, and then sees its outcome.
+   * The request's claim of its key, for the transaction of the write it answers for (the pet's
+   * create): taking it makes a new record, or takes over one that expired or was abandoned, or
+   * finds the live record that holds the key; completing it stores the response. The claim ends
+   * with that transaction, so a request that dies with its process or its connection leaves
+   * neither a pet nor a record. A request that meets the uncommitted record of a concurrent one
+   * waits for it to end, and then sees its outcome.
    */
-  createPet(request: IdempotentRequest, pet: NewPet, respond: (pet: Pet) => StoredResponse): Promise<IdempotentOutcome>
+  claim(request: IdempotentRequest): Claim<StoredResponse, HeldRecord>
   /** Deletes every record created before `before`; resolves to how many. */
   prune(before: number): Promise<number>
 }

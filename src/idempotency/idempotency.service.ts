@@ -1,24 +1,9 @@
-import { createHash, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import type { Clock } from '../clock.js'
 import { ApiError } from '../errors.js'
-import type { NewPet, Pet } from '../pets/pets.repository.js'
+import type { Claim, Claimed } from '../storage/claim.js'
 import { IDEMPOTENCY_ABANDONED_AFTER_MS, IDEMPOTENCY_PRUNE_INTERVAL_MS, IDEMPOTENCY_RETENTION_MS } from './idempotency.policy.js'
-import type { IdempotencyRepository, StoredResponse } from './idempotency.repository.js'
-
-/**
- * What makes two createPet requests "the same": their validated content, not their bytes, so
- * that key order, white space and escapes do not matter. The operation is part of it so that a
- * key can never be replayed across operations.
- */
-export function createPetFingerprint(pet: NewPet): string {
-  const canonical = JSON.stringify({
-    operation: 'createPet',
-    name: pet.name,
-    categoryId: pet.categoryId.toString(),
-    status: pet.status ?? null,
-  })
-  return createHash('sha256').update(canonical).digest('hex')
-}
+import type { HeldRecord, IdempotencyRepository, StoredResponse } from './idempotency.repository.js'
 
 interface IdempotentResponse {
   response: StoredResponse
@@ -28,17 +13,15 @@ interface IdempotentResponse {
 
 export interface IdempotencyService {
   /**
-   * Creates the pet once per `key` within `scope` (the API key's id) and answers every request
-   * with the same key and content with the same response, `respond(pet)`. Throws
-   * `idempotency_key_reused` for other content and `idempotency_key_in_use` while a request with
-   * the key is still being processed.
+   * Runs `write` once per `key` within `scope` (the API key's id), with the key's claim to take in
+   * its transaction, and answers every request with the same key and `fingerprint` with the
+   * response `write` recorded. Throws `idempotency_key_reused` for another fingerprint and
+   * `idempotency_key_in_use` while a request with the key is still being processed.
    */
-  createPet(request: {
-    scope: string
-    key: string
-    pet: NewPet
-    respond: (pet: Pet) => StoredResponse
-  }): Promise<IdempotentResponse>
+  once(
+    request: { scope: string; key: string; fingerprint: string },
+    write: (claim: Claim<StoredResponse, HeldRecord>) => Promise<Claimed<StoredResponse, HeldRecord>>,
+  ): Promise<IdempotentResponse>
 }
 
 export function createIdempotencyService(deps: { idempotency: IdempotencyRepository; clock: Clock }): IdempotencyService {
@@ -52,13 +35,12 @@ export function createIdempotencyService(deps: { idempotency: IdempotencyReposit
   }
 
   return {
-    async createPet({ scope, key, pet, respond }) {
+    async once({ scope, key, fingerprint }, write) {
       const now = clock.now()
       await pruneWhenDue(now)
-      const fingerprint = createPetFingerprint(pet)
       // A failure rolls back the whole transaction, record included: a retry with the key is processed afresh.
-      const outcome = await idempotency.createPet(
-        {
+      const outcome = await write(
+        idempotency.claim({
           scope,
           key,
           attemptId: randomUUID(),
@@ -66,9 +48,7 @@ export function createIdempotencyService(deps: { idempotency: IdempotencyReposit
           now,
           abandonedBefore: now - IDEMPOTENCY_ABANDONED_AFTER_MS,
           expiredBefore: now - IDEMPOTENCY_RETENTION_MS,
-        },
-        pet,
-        respond,
+        }),
       )
       if ('created' in outcome) return { response: outcome.created, replayed: false }
       const { held } = outcome

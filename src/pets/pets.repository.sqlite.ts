@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3'
+import type { Claim, Claimed } from '../storage/claim.js'
 import type { ListPetsQuery, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
 
 interface PetRow {
@@ -56,8 +57,7 @@ export function trackSqlitePetChanges(db: Database): SqlitePetChanges {
   }
 }
 
-/** Prepares the pet insert, for this repository and for writes that join it in a transaction. */
-export function prepareSqlitePetInsert(db: Database): (pet: NewPet, createdAt: number) => Pet {
+function preparePetInsert(db: Database): (pet: NewPet, createdAt: number) => Pet {
   // safeIntegers: ids and category ids are int64 and must not pass through a double.
   const insert = db
     .prepare<[string, bigint, PetStatus | null, number]>(
@@ -83,7 +83,7 @@ interface PendingCreate {
  * on disk). One fsync then serves many creates instead of one each.
  */
 function groupCommit(db: Database, changes: SqlitePetChanges): (pet: NewPet, createdAt: number) => Promise<Pet> {
-  const insert = prepareSqlitePetInsert(db)
+  const insert = preparePetInsert(db)
   const insertAll = db.transaction((batch: PendingCreate[]) => batch.map(({ pet, createdAt }) => insert(pet, createdAt)))
   let pending: PendingCreate[] = []
 
@@ -125,8 +125,37 @@ export function createSqlitePetsRepository(db: Database, changes: SqlitePetChang
     .prepare<[bigint], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id = ?')
     .safeIntegers(true)
 
+  const insert = preparePetInsert(db)
+  // IMMEDIATE takes the write lock first: other processes on the same file (--workers) wait for
+  // it, so a claim found free is still free when the pet is written. The transaction is
+  // synchronous: no other request of this process runs inside it, and a crash rolls all of it back.
+  const transaction = db.transaction((work: () => void) => {
+    work()
+  })
+
   return {
     create: groupCommit(db, changes),
+    createOnce<Result, Held>(
+      pet: NewPet,
+      createdAt: number,
+      claim: Claim<Result, Held>,
+      respond: (pet: Pet) => Result,
+    ): Promise<Claimed<Result, Held>> {
+      if (claim.engine !== 'sqlite') throw new Error(`a ${claim.engine} claim given to the SQLite pets repository`)
+      let outcome!: Claimed<Result, Held>
+      transaction.immediate(() => {
+        const held = claim.take()
+        if (held !== undefined) {
+          outcome = { held }
+          return
+        }
+        const result = respond(insert(pet, createdAt))
+        claim.complete(result)
+        outcome = { created: result }
+      })
+      if ('created' in outcome) changes.committed()
+      return Promise.resolve(outcome)
+    },
     list({ limit, status, afterId }: ListPetsQuery): Promise<Pet[]> {
       const rows = status === undefined ? listAll.all(afterId, limit) : listByStatus.all(status, afterId, limit)
       return Promise.resolve(rows.map(toPet))

@@ -1,3 +1,5 @@
+import type { Claim, Claimed } from '../storage/claim.js'
+
 export const PET_STATUSES = ['available', 'pending', 'sold'] as const
 export type PetStatus = (typeof PET_STATUSES)[number]
 
@@ -21,6 +23,18 @@ export interface ListPetsQuery {
 /** Where pets are kept. One implementation per storage engine; rows never leave it. */
 export interface PetsRepository {
   create(pet: NewPet, createdAt: number): Promise<Pet>
+  /**
+   * The create of a request that may be answered once only (an `Idempotency-Key`): in one
+   * transaction, takes `claim`, inserts the pet and completes the claim with `respond(pet)`; or,
+   * when another request holds the claim, writes nothing and resolves to it. The claim lives and
+   * dies with the pet. Not batched with other creates.
+   */
+  createOnce<Result, Held>(
+    pet: NewPet,
+    createdAt: number,
+    claim: Claim<Result, Held>,
+    respond: (pet: Pet) => Result,
+  ): Promise<Claimed<Result, Held>>
   /** Up to `limit` pets in ascending id order, with no gap: a pet still being created with a lower id is waited for. */
   list(query: ListPetsQuery): Promise<Pet[]>
   findById(id: bigint): Promise<Pet | undefined>

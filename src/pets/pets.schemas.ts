@@ -1,9 +1,9 @@
 import { type TSchema, Type } from '@sinclair/typebox'
+import { forbiddenResponse } from '../api-keys/api-keys.schemas.js'
 import {
   RATE_LIMIT_HEADERS,
   alwaysSent,
   errorResponse,
-  forbiddenResponse,
   rateLimitedResponse,
   internalErrorResponse,
   unauthorizedResponse,

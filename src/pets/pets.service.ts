@@ -1,7 +1,24 @@
+import { createHash } from 'node:crypto'
 import type { Clock } from '../clock.js'
 import { ApiError } from '../errors.js'
+import type { Claim, Claimed } from '../storage/claim.js'
 import { decodeCursor, encodeCursor } from './pets.cursor.js'
 import type { NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
+
+/**
+ * What makes two createPet requests "the same": their validated content, not their bytes, so
+ * that key order, white space and escapes do not matter. The operation is part of it so that a
+ * key can never be replayed across operations.
+ */
+export function createPetFingerprint(pet: NewPet): string {
+  const canonical = JSON.stringify({
+    operation: 'createPet',
+    name: pet.name,
+    categoryId: pet.categoryId.toString(),
+    status: pet.status ?? null,
+  })
+  return createHash('sha256').update(canonical).digest('hex')
+}
 
 interface PetsPage {
   pets: Pet[]
@@ -11,6 +28,8 @@ interface PetsPage {
 
 export interface PetsService {
   create(pet: NewPet): Promise<Pet>
+  /** The create of a request answered once only: see PetsRepository.createOnce. */
+  createOnce<Result, Held>(pet: NewPet, claim: Claim<Result, Held>, respond: (pet: Pet) => Result): Promise<Claimed<Result, Held>>
   /** One page; `cursor` is the `next` of the previous page with the same `status`. */
   list(query: { limit: number; status?: PetStatus; cursor?: string }): Promise<PetsPage>
   /** The pet with this id; throws `not_found` when there is none. */
@@ -26,6 +45,7 @@ export function createPetsService(deps: { pets: PetsRepository; clock: Clock }):
   const { pets, clock } = deps
   return {
     create: (pet) => pets.create(pet, clock.now()),
+    createOnce: (pet, claim, respond) => pets.createOnce(pet, clock.now(), claim, respond),
     async list({ limit, status, cursor }) {
       const afterId = cursor === undefined ? 0n : decodeCursor(cursor, status)
       // One more than asked: whether it exists decides if there is a next page, without a count.

@@ -12,7 +12,7 @@ export const MIGRATION_NAMES = {
 /**
  * True when the names recorded in `schema_migrations` are exactly `known`: nothing to apply and
  * nothing this version does not know. Only then may an engine skip loading Kysely and the
- * migrations (about 5 MB of memory the server would keep for nothing); any other case goes
+ * migrations (memory the server would keep for nothing: docs/decisions/0002-storage.md); any other case goes
  * through Kysely's Migrator, which applies what is missing or refuses a history it does not know.
  */
 export function upToDate(recorded: readonly string[], known: readonly string[]): boolean {

@@ -6,6 +6,7 @@ import { createSqliteIdempotencyRepository } from '../../idempotency/idempotency
 import { createSqlitePetsRepository, trackSqlitePetChanges } from '../../pets/pets.repository.sqlite.js'
 import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
 import type { Storage } from '../storage.js'
+import { inTransaction } from './transaction.js'
 
 // Failures of the database file or its host, not of the request: the client may retry later.
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|FULL|READONLY|IOERR|CANTOPEN|PROTOCOL|NOMEM|CORRUPT|NOTADB)/
@@ -39,7 +40,7 @@ export function openSqliteStorage(file: string): Storage {
     repositories ??= {
       pets: createSqlitePetsRepository(db, petChanges),
       apiKeys: createSqliteApiKeysRepository(db),
-      idempotency: createSqliteIdempotencyRepository(db, petChanges),
+      idempotency: createSqliteIdempotencyRepository(db),
       deprecations: createSqliteDeprecationsRepository(db),
     }
     return repositories
@@ -73,21 +74,13 @@ export function openSqliteStorage(file: string): Storage {
       // Kysely takes no lock on SQLite. Another process may be migrating the same file (several
       // instances starting at once): IMMEDIATE takes the write lock first, waiting up to the busy
       // timeout, so each migration is applied once, and all of them atomically.
-      db.exec('BEGIN IMMEDIATE')
-      try {
-        const applied = await runMigrations(kysely, sqliteMigrations)
-        db.exec('COMMIT')
-        return applied
-      } finally {
-        if (db.inTransaction) db.exec('ROLLBACK')
-      }
+      return inTransaction(db, 'BEGIN IMMEDIATE', () => runMigrations(kysely, sqliteMigrations))
     },
     async backup(file, progress) {
       // SQLite's backup restarts whenever another connection writes between its steps, which under a
       // steady stream of creates would be for ever. A read transaction held open for the whole copy
       // pins one WAL snapshot: writers go on, and the copy is the database as of its first step.
-      db.exec('BEGIN')
-      try {
+      await inTransaction(db, 'BEGIN', async () => {
         db.prepare('SELECT count(*) FROM sqlite_master').get()
         // `progress` is asked before each step; the result says how the last one ended.
         const done = await db.backup(file, {
@@ -97,9 +90,7 @@ export function openSqliteStorage(file: string): Storage {
           },
         })
         progress(done.totalPages - done.remainingPages, done.totalPages)
-      } finally {
-        db.exec('COMMIT')
-      }
+      })
     },
     isUnavailable,
     ping() {

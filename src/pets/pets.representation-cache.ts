@@ -99,7 +99,7 @@ export function createRepresentationCache({
   }
   // The keys read in this second and the last: a final answer is kept only when its key comes back
   // within about a second. A scan (every pet once, every page of a walk) keeps nothing but its keys,
-  // where keeping each answer cost about a tenth more CPU per read and 36 MB more memory (bench/README.md).
+  // where keeping each answer cost CPU per read and memory for nothing (docs/decisions/0010-performance.md).
   let thisSecond = new Set<string>()
   let lastSecond = new Set<string>()
   let rotatedAt = Number.NEGATIVE_INFINITY

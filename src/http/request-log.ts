@@ -1,0 +1,67 @@
+import { randomUUID } from 'node:crypto'
+import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
+
+/** The one line logged per request. */
+interface RequestLogLine {
+  method: string
+  route: string | null
+  path?: string
+  status: number
+  durationMs: number
+  /** The error code of an error answer (`unavailable` or `overloaded` tells two 503s apart). */
+  code?: string
+  keyId?: string
+  traceId?: string
+  spanId?: string
+}
+
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+/**
+ * Fastify's `genReqId`: a client-supplied `X-Request-Id` is kept only if it is safe to echo and to
+ * log, never one that `containsKey`; any other request gets a UUID.
+ */
+export function requestIdOf(containsKey: (text: string) => boolean): (request: { headers: FastifyRequest['headers'] }) => string {
+  return (request) => {
+    const given = request.headers['x-request-id']
+    return typeof given === 'string' && SANE_REQUEST_ID.test(given) && !containsKey(given) ? given : randomUUID()
+  }
+}
+
+/** The first onRequest hook: every answer carries its request id, refusals included. */
+export const echoRequestId: onRequestHookHandler = (request, reply, done) => {
+  reply.header('x-request-id', request.id)
+  done()
+}
+
+/**
+ * Logs one line per answered request (Fastify's own request logging is off). `traceIds`: with
+ * tracing on, the ids of the request's trace.
+ */
+export function registerRequestLog(
+  app: FastifyInstance,
+  traceIds: (() => { traceId: string; spanId: string } | undefined) | undefined,
+): void {
+  app.addHook('onResponse', (request, reply, done) => {
+    const route = request.routeOptions.url
+    const line: RequestLogLine = {
+      method: request.method,
+      route: route ?? null,
+      status: reply.statusCode,
+      durationMs: Math.round(reply.elapsedTime * 100) / 100,
+    }
+    if (route === undefined) line.path = request.url.split('?')[0]
+    if (request.errorCode !== null) line.code = request.errorCode
+    // Who called: the key's public id, never the key.
+    if (request.apiKey !== null) line.keyId = request.apiKey.id
+    if (traceIds !== undefined) {
+      const ids = traceIds()
+      if (ids !== undefined) {
+        line.traceId = ids.traceId
+        line.spanId = ids.spanId
+      }
+    }
+    request.log.info(line, 'request')
+    done()
+  })
+}
