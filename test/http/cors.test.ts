@@ -6,7 +6,7 @@ import { ConfigError, loadConfig } from '../../src/config.js'
 import { ENGINES, buildTestApp, errorBody, postPet, useTestApp } from '../helper.js'
 
 // CORS at the HTTP level: what a browser would be told, header by header, for listed and other origins,
-// preflights and actual requests, successes and refusals. test/cors-browser.test.ts shows a real
+// preflights and actual requests, successes and refusals. test/http/cors-browser.test.ts shows a real
 // browser acting on it.
 
 const APP = 'https://app.example.com'

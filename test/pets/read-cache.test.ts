@@ -280,5 +280,5 @@ describe('the status filter walks the (status, id) index in id order', () => {
     assert.doesNotMatch(plan, /TEMP B-TREE/)
   })
 
-  // On postgres the page reads run inside pets_page(): test/postgres-pages.test.ts checks their plans.
+  // On postgres the page reads run inside pets_page(): test/pets/postgres-pages.test.ts checks their plans.
 })
