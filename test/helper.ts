@@ -101,7 +101,7 @@ export async function buildTestApp(engine: Engine, options: TestAppOptions = {})
   const dir = tempDir()
   const database = await createTestDatabase(engine, dir)
   // An app built here shares its event loop with the test runner, whose own work would count as the
-  // app's load: shedding on event-loop delay is off unless a test turns it on (test/overload.test.ts).
+  // app's load: shedding on event-loop delay is off unless a test turns it on (test/http/overload.test.ts).
   const config = loadConfig({ ...database.env, LOG_LEVEL: 'info', OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0', ...options.env }, dir)
   const clock = options.clock ?? new ManualClock()
   const opened = await openStorage(config.database)

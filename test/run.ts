@@ -1,23 +1,87 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import fs from 'node:fs'
+import path from 'node:path'
 import { startEmbeddedPostgres } from './postgres.js'
 
 /*
- * Runs the given test files with `node --test`, with a PostgreSQL server for the tests of that
- * engine: the one PETSTORE_TEST_DATABASE_URL names, or else a throwaway embedded server started
- * here for the whole run (so a fresh machine needs no setup) and destroyed afterwards.
+ * Runs test files with `node --test`, with a PostgreSQL server for the tests of that engine: the one
+ * PETSTORE_TEST_DATABASE_URL names, or else a throwaway embedded server started here for the whole
+ * run (so a fresh machine needs no setup) and destroyed afterwards.
+ *
+ *   node --import tsx test/run.ts [--fast] [file or folder ...]
+ *
+ * Without a file or folder, every test/**\/*.test.ts. --fast leaves out PROCESS_TESTS, and makes any
+ * other test that starts a process fail (test/no-processes.ts), so the list cannot silently go stale.
  */
-const files = process.argv.slice(2)
-const given = process.env.PETSTORE_TEST_DATABASE_URL
-const embedded = given === undefined || given === '' ? await startEmbeddedPostgres() : undefined
-const url = embedded?.url ?? given ?? ''
+
+/** The tests that start a process: the service, the CLI as a process, npm, a browser, Redis or a database server of their own. */
+const PROCESS_TESTS = [
+  'api-keys/keys-rotate.test.ts',
+  'api-keys/rate-limit.test.ts',
+  'api-keys/redaction.test.ts',
+  'cli-errors.test.ts',
+  'cli.test.ts',
+  'client.test.ts',
+  'copy/copy.test.ts',
+  'deprecations/deprecation-usage.test.ts',
+  'embedded-postgres.test.ts',
+  'fault-matrix.test.ts',
+  'footprint.test.ts',
+  'http/cors-browser.test.ts',
+  'http/docs-browser.test.ts',
+  'http/metrics.test.ts',
+  'http/overload.test.ts',
+  'http/tls.test.ts',
+  'operator.test.ts',
+  'package.test.ts',
+  'probes.test.ts',
+  'readme.test.ts',
+  'runtime.test.ts',
+  'shutdown-under-load.test.ts',
+  'storage/backup.test.ts',
+  'storage/durability.test.ts',
+  'storage/migrations.test.ts',
+  'storage/multi-instance.test.ts',
+  'storage/outage.test.ts',
+  'tracing/tracing.test.ts',
+  'workers.test.ts',
+]
+
+const TEST_DIR = import.meta.dirname
+const args = process.argv.slice(2)
+const fast = args.includes('--fast')
+const given = args.filter((arg) => arg !== '--fast')
+
+/** The test files under `dir`, in a stable order. */
+function testFiles(dir: string): string[] {
+  return fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((file) => file.endsWith('.test.ts'))
+    .map((file) => path.join(dir, file))
+    .sort()
+}
+
+for (const file of PROCESS_TESTS) {
+  if (!fs.existsSync(path.join(TEST_DIR, file))) throw new Error(`PROCESS_TESTS in test/run.ts names ${file}, which does not exist`)
+}
+const all = (given.length === 0 ? [TEST_DIR] : given).flatMap((arg) => (fs.statSync(arg).isDirectory() ? testFiles(arg) : [arg]))
+const isProcessTest = (file: string) => PROCESS_TESTS.includes(path.relative(TEST_DIR, path.resolve(file)))
+const files = fast ? all.filter((file) => !isProcessTest(file)) : all
+if (fast) process.stderr.write(`Fast run: ${files.length} test files, leaving out ${all.length - files.length} that start processes.\n`)
+
+const startedAt = performance.now()
+const url = process.env.PETSTORE_TEST_DATABASE_URL
+const embedded = url === undefined || url === '' ? await startEmbeddedPostgres() : undefined
 if (embedded !== undefined) process.stderr.write('Started an embedded PostgreSQL server for the tests.\n')
 
-const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', ...files], {
+const guard = fast ? ['--import', path.join(TEST_DIR, 'no-processes.ts')] : []
+const child = spawn(process.execPath, ['--import', 'tsx', ...guard, '--test', '--test-reporter=spec', ...files], {
   stdio: 'inherit',
-  env: { ...process.env, PETSTORE_TEST_DATABASE_URL: url },
+  env: { ...process.env, PETSTORE_TEST_DATABASE_URL: embedded?.url ?? url ?? '' },
 })
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal))
 const [code] = (await once(child, 'exit')) as [number | null]
 await embedded?.destroy()
+process.stderr.write(`${files.length} test files in ${((performance.now() - startedAt) / 1000).toFixed(1)} s.\n`)
 process.exit(code ?? 1)

@@ -1,0 +1,54 @@
+import { isWorker, parseWorkers, runPrimary } from '../cluster.js'
+import { CONFIG_NAMES, type Config, checkHostsResolve, describeVariable, loadConfig } from '../config.js'
+import { clearTextWarning, readCertificatePair } from '../http/tls.js'
+import { createLogger } from '../logger.js'
+import { closeOnSignals, startServer, stopWithNpm } from '../server.js'
+import { type CliIo, table } from './output.js'
+import { UsageError, parse } from './usage.js'
+
+export const SERVE_HELP = `Usage: petstore serve [--workers N|auto]
+
+Runs the HTTP service (applying pending migrations first).
+  --workers N   N processes sharing the port (node:cluster); auto = one per core. Default 1.
+
+It reads these environment variables:
+${table(CONFIG_NAMES.map((name) => ['', name, describeVariable(name)]))}`
+
+/**
+ * A failure to listen on the API port, naming the variable that chose what failed: PORT for a port in
+ * use or not allowed, HOST for an address this machine does not have or a name that does not resolve.
+ */
+function namingListenVariable(error: unknown, config: Config): unknown {
+  const code = (error as NodeJS.ErrnoException).code ?? ''
+  const variable = ['EADDRINUSE', 'EACCES'].includes(code) ? 'PORT' : ['EADDRNOTAVAIL', 'ENOTFOUND'].includes(code) || code.startsWith('EAI_') ? 'HOST' : undefined
+  if (variable === undefined) return error
+  return new Error(`the API listener (${variable}) cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`, { cause: error })
+}
+
+export async function serveCommand(args: string[], io: CliIo): Promise<'serving'> {
+  const { values } = parse('serve', args, { workers: { type: 'string' } })
+  const workers = parseWorkers(values.workers)
+  if (workers === undefined) {
+    throw new UsageError(`--workers must be a number from 1 to 256 or "auto", got "${values.workers}"`, 'serve')
+  }
+  const config = loadConfig(io.env, io.cwd)
+  await checkHostsResolve(config)
+  const logger = createLogger(config)
+  if (!isWorker()) {
+    stopWithNpm(io.env, logger)
+    const clearText = clearTextWarning(config)
+    if (clearText !== undefined) logger.warn(clearText)
+  }
+  if (workers > 1 && !isWorker()) {
+    // Before any fork: a pair that cannot be served stops the primary, not each worker in turn.
+    if (config.tls !== undefined) readCertificatePair(config.tls)
+    await runPrimary(config, logger, workers)
+    return 'serving'
+  }
+  // Workers skip migrations: their primary applied them before forking.
+  const server = await startServer(config, logger, { migrate: !isWorker(), tracing: io.tracing }).catch((error: unknown) => {
+    throw namingListenVariable(error, config)
+  })
+  closeOnSignals(server, config, logger, { worker: isWorker() })
+  return 'serving'
+}

@@ -1,0 +1,195 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { KEY_RECHECK_MS, createApiKeysService } from '../../src/api-keys/api-keys.service.js'
+import { ENGINES, buildTestApp, errorBody, useTestApp } from '../helper.js'
+
+const CHALLENGE = 'Bearer realm="petstore"'
+const INVALID_CHALLENGE = 'Bearer realm="petstore", error="invalid_token"'
+
+for (const engine of ENGINES) {
+  describe(`authentication on ${engine}`, () => {
+    const fx = useTestApp(engine)
+
+    const list = (authorization?: string) =>
+      fx.testApp.app.inject({
+        method: 'GET',
+        url: '/v1/pets',
+        headers: authorization === undefined ? {} : { authorization },
+      })
+
+    it('accepts a valid key for each of the three operations', async () => {
+      const created = await fx.testApp.request(fx.key, {
+        method: 'POST',
+        url: '/v1/pets',
+        headers: { 'content-type': 'application/json' },
+        payload: '{"name":"Auth","categoryId":1}',
+      })
+      assert.equal(created.statusCode, 201)
+      const { id } = JSON.parse(created.body) as { id: number }
+      assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+      assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: `/v1/pets/${id}` })).statusCode, 200)
+    })
+
+    for (const [method, url] of [
+      ['GET', '/v1/pets'],
+      ['POST', '/v1/pets'],
+      ['GET', '/v1/pets/1'],
+    ] as const) {
+      it(`refuses ${method} ${url} without a key with 401 and a bare Bearer challenge`, async () => {
+        const response = await fx.testApp.app.inject({ method, url })
+        assert.equal(response.statusCode, 401)
+        assert.equal(errorBody(response).code, 'unauthorized')
+        assert.equal(response.headers['www-authenticate'], CHALLENGE)
+      })
+    }
+
+    it('treats another scheme like a missing key', async () => {
+      const response = await list(`Basic ${Buffer.from('user:pass').toString('base64')}`)
+      assert.equal(response.statusCode, 401)
+      assert.equal(response.headers['www-authenticate'], CHALLENGE)
+    })
+
+    it('accepts the scheme word in any case', async () => {
+      assert.equal((await list(`bearer ${fx.key}`)).statusCode, 200)
+      assert.equal((await list(`BEARER ${fx.key}`)).statusCode, 200)
+      assert.equal((await list(`BeArEr ${fx.key}`)).statusCode, 200)
+    })
+
+    for (const [label, authorization] of [
+      ['a Bearer scheme with no token', () => 'Bearer'],
+      ['a Bearer scheme with an empty token', () => 'Bearer '],
+      ['a token with a space in it', () => 'Bearer two words'],
+      ['a valid key with a character added', () => `Bearer ${fx.key}x`],
+      ['a valid key with its last character removed', () => `Bearer ${fx.key.slice(0, -1)}`],
+    ] as const) {
+      it(`refuses ${label} with invalid_token`, async () => {
+        const response = await list(authorization())
+        assert.equal(response.statusCode, 401)
+        assert.equal(errorBody(response).code, 'unauthorized')
+        assert.equal(response.headers['www-authenticate'], INVALID_CHALLENGE)
+      })
+    }
+
+    it('answers unknown, revoked, expired and other-environment keys identically', async () => {
+      const service = createApiKeysService({ apiKeys: fx.testApp.storage.apiKeys, clock: fx.testApp.clock, environment: 'production' })
+      const revoked = await service.create({ name: 'to revoke' })
+      assert.equal((await list(`Bearer ${revoked.secret}`)).statusCode, 200)
+      await service.revoke(revoked.key.id)
+      // (The 60 s the clock moves below is far past KEY_RECHECK_MS: the revocation is seen.)
+
+      const expiring = await fx.testApp.createKey({ name: 'expiring', expiresInMs: 60_000 })
+      assert.equal((await list(`Bearer ${expiring}`)).statusCode, 200)
+      const staging = await fx.testApp.createKey({ name: 'staging', environment: 'staging' })
+      const unknown = `ps_live_${'A'.repeat(32)}`
+      const stagingLookalike = `ps_live_${staging.slice('ps_test_'.length)}`
+
+      fx.testApp.clock.advance(60_000)
+      const answers = []
+      for (const candidate of [unknown, revoked.secret, expiring, staging, stagingLookalike]) {
+        const response = await list(`Bearer ${candidate}`)
+        answers.push({
+          status: response.statusCode,
+          body: response.body,
+          challenge: response.headers['www-authenticate'],
+        })
+      }
+      fx.testApp.clock.advance(-60_000)
+      for (const answer of answers) assert.deepEqual(answer, answers[0])
+      assert.equal(answers[0]?.status, 401)
+      assert.equal(answers[0]?.challenge, INVALID_CHALLENGE)
+    })
+
+    it('refuses a revoked key once its cached check is KEY_RECHECK_MS old, well within 2 seconds', async () => {
+      const service = createApiKeysService({ apiKeys: fx.testApp.storage.apiKeys, clock: fx.testApp.clock, environment: 'production' })
+      const { key: record, secret } = await service.create({ name: 'revoked live' })
+      assert.equal((await list(`Bearer ${secret}`)).statusCode, 200)
+      await service.revoke(record.id)
+      fx.testApp.clock.advance(KEY_RECHECK_MS - 1)
+      // Still remembered from the last check: this is the window the 2-second rule allows.
+      assert.equal((await list(`Bearer ${secret}`)).statusCode, 200)
+      fx.testApp.clock.advance(1)
+      assert.equal((await list(`Bearer ${secret}`)).statusCode, 401)
+      fx.testApp.clock.advance(-KEY_RECHECK_MS)
+    })
+
+    it('remembers keys that authenticated, so a request costs no key lookup, and re-reads them each KEY_RECHECK_MS', async () => {
+      let lookups = 0
+      const counted = Object.create(fx.testApp.storage.apiKeys) as typeof fx.testApp.storage.apiKeys
+      counted.findBySecretHash = (hash) => {
+        lookups++
+        return fx.testApp.storage.apiKeys.findBySecretHash(hash)
+      }
+      const service = createApiKeysService({ apiKeys: counted, clock: fx.testApp.clock, environment: 'production' })
+      const { secret } = await service.create({ name: 'remembered' })
+      for (let i = 0; i < 5; i++) assert.ok(await service.authenticate(secret))
+      assert.equal(lookups, 1)
+      fx.testApp.clock.advance(KEY_RECHECK_MS)
+      assert.ok(await service.authenticate(secret))
+      assert.equal(lookups, 2)
+      // Unknown secrets are looked up every time and never remembered.
+      for (let i = 0; i < 3; i++) assert.equal(await service.authenticate(`ps_live_${'B'.repeat(32)}`), undefined)
+      assert.equal(lookups, 5)
+      fx.testApp.clock.advance(-KEY_RECHECK_MS)
+    })
+
+    it('expires a key at its expiry instant, not before', async () => {
+      const expiring = await fx.testApp.createKey({ name: 'short', expiresInMs: 1_000 })
+      fx.testApp.clock.advance(999)
+      assert.equal((await list(`Bearer ${expiring}`)).statusCode, 200)
+      fx.testApp.clock.advance(1)
+      assert.equal((await list(`Bearer ${expiring}`)).statusCode, 401)
+      fx.testApp.clock.advance(-1_000)
+    })
+
+    it('writes last used at most once a minute per key', async () => {
+      const fresh = await fx.testApp.createKey({ name: 'last used' })
+      const lastUsed = async () =>
+        (await fx.testApp.storage.apiKeys.list()).find((k) => k.name === 'last used')?.lastUsedAt ?? null
+      assert.equal(await lastUsed(), null)
+      const start = fx.testApp.clock.now()
+      await list(`Bearer ${fresh}`)
+      assert.equal(await lastUsed(), start)
+      fx.testApp.clock.advance(30_000)
+      await list(`Bearer ${fresh}`)
+      assert.equal(await lastUsed(), start, 'a second use within the minute is not written')
+      fx.testApp.clock.advance(30_000)
+      await list(`Bearer ${fresh}`)
+      assert.equal(await lastUsed(), start + 60_000)
+      fx.testApp.clock.advance(-60_000)
+    })
+
+    it('stores only a hash of the key, never the key itself', async () => {
+      const secret = await fx.testApp.createKey({ name: 'hashed' })
+      const record = (await fx.testApp.storage.apiKeys.list()).find((k) => k.name === 'hashed')
+      assert.ok(record)
+      assert.equal(record.prefix, secret.slice(0, 12))
+      assert.doesNotMatch(JSON.stringify(record), new RegExp(secret.slice(12)))
+    })
+
+    it('makes keys of 32 base62 characters after the environment prefix', async () => {
+      const secrets = await Promise.all([1, 2, 3].map(() => fx.testApp.createKey()))
+      for (const secret of secrets) assert.match(secret, /^ps_live_[0-9A-Za-z]{32}$/)
+      assert.equal(new Set(secrets).size, 3)
+      const staging = await fx.testApp.createKey({ environment: 'staging' })
+      assert.match(staging, /^ps_test_[0-9A-Za-z]{32}$/)
+    })
+
+    it('serves the health checks and the OpenAPI document without a key', async () => {
+      for (const url of ['/healthz', '/readyz', '/v1/openapi.json']) {
+        assert.equal((await fx.testApp.app.inject({ method: 'GET', url })).statusCode, 200, url)
+      }
+    })
+  })
+}
+
+describe('authentication in staging', () => {
+  it('accepts ps_test_ keys and refuses ps_live_ keys', async (t) => {
+    const testApp = await buildTestApp('sqlite', { env: { PETSTORE_ENV: 'staging' } })
+    t.after(() => testApp.close())
+    const staging = await testApp.createKey()
+    const production = await testApp.createKey({ environment: 'production' })
+    assert.match(staging, /^ps_test_/)
+    assert.equal((await testApp.request(staging, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+    assert.equal((await testApp.request(production, { method: 'GET', url: '/v1/pets' })).statusCode, 401)
+  })
+})

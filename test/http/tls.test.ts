@@ -1,0 +1,402 @@
+import assert from 'node:assert/strict'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { X509Certificate } from 'node:crypto'
+import fs from 'node:fs'
+import https from 'node:https'
+import path from 'node:path'
+import { after, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import tls from 'node:tls'
+import { BIN, type NodeProcess, spawnNode } from '../../scripts/petstore-process.js'
+import { loadConfig } from '../../src/config.js'
+import { STRICT_TRANSPORT_SECURITY, clearTextWarning } from '../../src/http/tls.js'
+import { cleanupProcesses, freePort, runCli, trackedTempDir, within } from '../processes.js'
+
+// HTTPS served by the service itself (TLS_CERT_FILE, TLS_KEY_FILE), over real TLS connections, with
+// certificates made here by the openssl command. The transport does not depend on the database engine:
+// these run on SQLite only.
+
+after(cleanupProcesses)
+
+/** Why these tests cannot run here, or false. */
+const opensslSkip = spawnSync('openssl', ['version']).error === undefined ? false : 'the openssl command is not installed: it makes the test certificates'
+
+/** A self-signed certificate for localhost and 127.0.0.1, and its key, as PEM files in `dir`. */
+interface Certificate {
+  certFile: string
+  keyFile: string
+  pem: Buffer
+  fingerprint: string
+}
+
+function makeCertificate(dir: string, name: string): Certificate {
+  const certFile = path.join(dir, `${name}-cert.pem`)
+  const keyFile = path.join(dir, `${name}-key.pem`)
+  execFileSync(
+    'openssl',
+    [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
+      '-subj', `/CN=${name}`, '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout', keyFile, '-out', certFile,
+    ],
+    { stdio: 'ignore' },
+  )
+  const pem = fs.readFileSync(certFile)
+  return { certFile, keyFile, pem, fingerprint: new X509Certificate(pem).fingerprint256 }
+}
+
+/**
+ * The layout certbot keeps: `live/cert.pem` and `live/key.pem` are symbolic links into an archive, and a
+ * renewal points them at new files by renaming a new link over each, the certificate first.
+ */
+function liveFolder(dir: string, first: Certificate): { certFile: string; keyFile: string; renew(to: Certificate): void } {
+  const live = path.join(dir, 'live')
+  fs.mkdirSync(live)
+  const link = (target: string, name: string) => {
+    const temporary = path.join(live, `.${name}.new`)
+    fs.symlinkSync(target, temporary)
+    fs.renameSync(temporary, path.join(live, name))
+  }
+  link(first.certFile, 'cert.pem')
+  link(first.keyFile, 'key.pem')
+  return {
+    certFile: path.join(live, 'cert.pem'),
+    keyFile: path.join(live, 'key.pem'),
+    renew(to) {
+      link(to.certFile, 'cert.pem')
+      link(to.keyFile, 'key.pem')
+    },
+  }
+}
+
+interface TlsServer extends NodeProcess {
+  port: number
+  metricsPort: number
+  log(): string[]
+}
+
+/** The fingerprint of the certificate a new TLS connection to `port` is given, without session resumption. */
+function servedFingerprint(port: number, ca: Buffer[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, servername: 'localhost', ca }, () => {
+      const { fingerprint256 } = socket.getPeerCertificate()
+      socket.end()
+      resolve(fingerprint256)
+    })
+    socket.once('error', reject)
+  })
+}
+
+interface Answer {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+  body: string
+  /** The certificate of the connection that carried it. */
+  fingerprint: string
+  /** Whether that connection had carried an earlier request (keep-alive). */
+  reused: boolean
+}
+
+function get(port: number, pathname: string, { agent, ca }: { agent?: https.Agent; ca: Buffer[] }): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const request = https.get({ host: '127.0.0.1', port, path: pathname, servername: 'localhost', ca, agent: agent ?? false }, (response) => {
+      // Read now: at its end, a keep-alive response has given its socket back to the agent.
+      const fingerprint256 = response.socket instanceof tls.TLSSocket ? response.socket.getPeerCertificate().fingerprint256 : 'not TLS'
+      let body = ''
+      response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk))
+      response.on('end', () =>
+        resolve({
+          status: response.statusCode ?? 0,
+          headers: response.headers,
+          body,
+          fingerprint: fingerprint256,
+          reused: request.reusedSocket,
+        }),
+      )
+    })
+    request.once('error', reject)
+    request.setTimeout(15_000, () => request.destroy(new Error(`GET ${pathname} was not answered`)))
+  })
+}
+
+/** `petstore serve` over TLS on a free port of 127.0.0.1, with metrics on another; resolves once /healthz answers over HTTPS. */
+async function startTlsServer(dir: string, files: { certFile: string; keyFile: string }, ca: Buffer[], args: string[] = []): Promise<TlsServer> {
+  const [port, metricsPort] = [await freePort(), await freePort()]
+  const started = spawnNode('petstore serve (TLS)', [BIN, 'serve', ...args], {
+    cwd: dir,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      METRICS_PORT: String(metricsPort),
+      LOG_LEVEL: 'info',
+      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
+      DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}`,
+      TLS_CERT_FILE: files.certFile,
+      TLS_KEY_FILE: files.keyFile,
+    },
+    // A group of its own, so that a test that fails half-way can kill its --workers too.
+    detached: true,
+  })
+  const server = Object.assign(started, { port, metricsPort, log: () => started.output().split('\n') })
+  cleanupAfter(started)
+  // Starting is not what these tests assert: --workers forks on a busy machine have taken over 10 s.
+  await within(
+    (async () => {
+      for (;;) {
+        if (started.exit !== undefined) throw new Error(`the server exited:\n${started.output()}`)
+        const answer = await get(port, '/healthz', { ca }).catch(() => undefined)
+        if (answer?.status === 200) return
+        await sleep(100)
+      }
+    })(),
+    30_000,
+    () => `the server did not answer over HTTPS:\n${started.output()}`,
+  )
+  return server
+}
+
+const servers: NodeProcess[] = []
+function cleanupAfter(server: NodeProcess): void {
+  servers.push(server)
+}
+after(() => {
+  for (const server of servers) {
+    try {
+      process.kill(-server.pid, 'SIGKILL')
+    } catch {
+      // The group has ended already.
+    }
+  }
+})
+
+async function stop(server: TlsServer): Promise<void> {
+  server.child.kill('SIGTERM')
+  await within(server.exited, 20_000, () => `the server did not stop:\n${server.output()}`)
+  assert.equal(server.exit?.code, 0, server.output())
+}
+
+/** Polls new connections until one is given `fingerprint`. */
+async function untilServed(port: number, ca: Buffer[], fingerprint: string, what: string): Promise<void> {
+  await within(
+    (async () => {
+      while ((await servedFingerprint(port, ca)) !== fingerprint) await sleep(50)
+    })(),
+    20_000,
+    () => what,
+  )
+}
+
+function logLines(server: TlsServer, message: string): Record<string, unknown>[] {
+  return server
+    .log()
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((line) => line.msg === message)
+}
+
+describe('TLS served by the service', { skip: opensslSkip }, () => {
+  it('serves HTTPS with the configured certificate and Strict-Transport-Security on every answer, metrics staying plain HTTP', async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    const first = makeCertificate(dir, 'first')
+    const server = await startTlsServer(dir, first, [first.pem])
+    try {
+      assert.equal(await servedFingerprint(server.port, [first.pem]), first.fingerprint)
+      for (const [pathname, status] of [
+        ['/healthz', 200],
+        ['/v1/pets', 401],
+        ['/no/such/route', 404],
+      ] as const) {
+        const answer = await get(server.port, pathname, { ca: [first.pem] })
+        assert.equal(answer.status, status, `${pathname}: ${answer.body}`)
+        assert.equal(answer.headers['strict-transport-security'], STRICT_TRANSPORT_SECURITY, pathname)
+      }
+      // An answer written before Fastify has a request (HTTP that cannot be parsed) carries it too.
+      const raw = await new Promise<string>((resolve, reject) => {
+        const socket = tls.connect({ host: '127.0.0.1', port: server.port, servername: 'localhost', ca: [first.pem] }, () => {
+          socket.write('GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n')
+        })
+        let text = ''
+        socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk))
+        socket.once('end', () => resolve(text))
+        socket.once('error', reject)
+      })
+      assert.match(raw, /^HTTP\/1\.1 400 /)
+      assert.match(raw, new RegExp(`\r\nStrict-Transport-Security: ${STRICT_TRANSPORT_SECURITY}\r\n`))
+      assert.ok(logLines(server, `Server listening at https://127.0.0.1:${server.port}`).length === 1, server.output())
+      const metrics = await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)
+      assert.equal(metrics.status, 200)
+      await metrics.arrayBuffer()
+    } finally {
+      await stop(server)
+    }
+  })
+
+  it('reloads a renewed certificate under load without dropping a request: open connections keep theirs, new ones get the new one', { timeout: 120_000 }, async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    const [first, second] = [makeCertificate(dir, 'first'), makeCertificate(dir, 'second')]
+    const ca = [first.pem, second.pem]
+    const live = liveFolder(dir, first)
+    const server = await startTlsServer(dir, live, ca)
+    try {
+      let stopping = false
+      let renewedAt = Number.POSITIVE_INFINITY
+      const failures: string[] = []
+      const answers: (Answer & { after: boolean })[] = []
+      const client = async (agent: https.Agent | undefined) => {
+        while (!stopping) {
+          try {
+            const answer = await get(server.port, '/healthz', { agent, ca })
+            answers.push({ ...answer, after: Date.now() > renewedAt })
+            if (answer.status !== 200) failures.push(`${answer.status} ${answer.body}`)
+          } catch (error) {
+            failures.push((error as Error).message)
+          }
+        }
+      }
+      // Keep-alive clients, each on one connection, and one that makes a new connection per request.
+      const agents = Array.from({ length: 6 }, () => new https.Agent({ keepAlive: true, maxSockets: 1, maxCachedSessions: 0 }))
+      const clients = [...agents.map((agent) => client(agent)), client(undefined)]
+      while (answers.length < 100) await sleep(20)
+
+      live.renew(second)
+      renewedAt = Date.now()
+      await untilServed(server.port, ca, second.fingerprint, 'new connections were never given the renewed certificate')
+      const served = answers.length
+      while (answers.length < served + 200) await sleep(20)
+      stopping = true
+      await Promise.all(clients)
+      for (const agent of agents) agent.destroy()
+
+      assert.deepEqual(failures, [], 'every request was answered 200')
+      // Connections opened before the renewal went on serving with the certificate they began with.
+      assert.ok(answers.some((answer) => answer.after && answer.reused && answer.fingerprint === first.fingerprint))
+      assert.ok(answers.some((answer) => answer.after && !answer.reused && answer.fingerprint === second.fingerprint))
+      const reloaded = logLines(server, 'TLS certificate reloaded')
+      assert.equal(reloaded.length, 1, server.output())
+      assert.equal(reloaded[0]?.fingerprint, second.fingerprint)
+      assert.deepEqual(logLines(server, 'TLS certificate not reloaded: still serving the previous one'), [])
+    } finally {
+      await stop(server)
+    }
+  })
+
+  it('reloads on SIGHUP, every worker of --workers through its primary, and keeps running', { timeout: 120_000 }, async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    const [first, second] = [makeCertificate(dir, 'first'), makeCertificate(dir, 'second')]
+    const ca = [first.pem, second.pem]
+    // Files in a folder of their own, rewritten in place through another path: the folder's watch sees nothing.
+    const live = liveFolder(dir, first)
+    const server = await startTlsServer(dir, live, ca, ['--workers', '2'])
+    try {
+      // Both workers serve before the files change: one still starting would read the new files itself.
+      await within(
+        (async () => {
+          while (logLines(server, `Server listening at https://127.0.0.1:${server.port}`).length < 2) await sleep(50)
+        })(),
+        30_000,
+        () => `not both workers listen:\n${server.output()}`,
+      )
+      fs.copyFileSync(second.certFile, first.certFile)
+      fs.copyFileSync(second.keyFile, first.keyFile)
+      server.child.kill('SIGHUP')
+      await untilServed(server.port, ca, second.fingerprint, 'SIGHUP did not reload the certificate')
+      await within(
+        (async () => {
+          while (logLines(server, 'TLS certificate reloaded').length < 2) await sleep(50)
+        })(),
+        20_000,
+        () => `not both workers reloaded:\n${server.output()}`,
+      )
+      for (const line of logLines(server, 'TLS certificate reloaded')) assert.equal(line.reason, 'SIGHUP')
+      // Connections are spread over both workers: every new one now gets the new certificate.
+      for (let i = 0; i < 10; i++) assert.equal(await servedFingerprint(server.port, ca), second.fingerprint)
+      assert.equal(server.exit, undefined, 'SIGHUP does not stop the service')
+      assert.equal((await get(server.port, '/healthz', { ca })).status, 200)
+    } finally {
+      await stop(server)
+    }
+  })
+
+  it('keeps serving the certificate in use when the new files are not a pair, and says so', { timeout: 60_000 }, async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    const [first, second] = [makeCertificate(dir, 'first'), makeCertificate(dir, 'second')]
+    const live = liveFolder(dir, first)
+    const server = await startTlsServer(dir, live, [first.pem])
+    try {
+      // The new certificate with the old key: a half-finished renewal, or a mistake.
+      live.renew({ ...second, keyFile: first.keyFile })
+      await within(
+        (async () => {
+          while (logLines(server, 'TLS certificate not reloaded: still serving the previous one').length === 0) await sleep(50)
+        })(),
+        20_000,
+        () => `no error was logged:\n${server.output()}`,
+      )
+      const [refused] = logLines(server, 'TLS certificate not reloaded: still serving the previous one')
+      assert.match(String(refused?.err), /^TLS_KEY_FILE names .* which is not the key of the certificate/)
+      assert.equal(refused?.level, 50)
+      server.child.kill('SIGHUP')
+      assert.equal(await servedFingerprint(server.port, [first.pem]), first.fingerprint)
+      assert.equal((await get(server.port, '/healthz', { ca: [first.pem] })).status, 200)
+      assert.deepEqual(logLines(server, 'TLS certificate reloaded'), [])
+    } finally {
+      await stop(server)
+    }
+  })
+
+  it('refuses to start with files it cannot serve, naming the variable', async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    const [first, second] = [makeCertificate(dir, 'first'), makeCertificate(dir, 'second')]
+    const notPem = path.join(dir, 'not.pem')
+    fs.writeFileSync(notPem, 'hello\n')
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ TLS_CERT_FILE: path.join(dir, 'missing.pem'), TLS_KEY_FILE: first.keyFile }, /^petstore: invalid configuration: TLS_CERT_FILE names .*missing\.pem, which cannot be read \(ENOENT\)\n$/],
+      [{ TLS_CERT_FILE: first.certFile, TLS_KEY_FILE: path.join(dir, 'missing.pem') }, /^petstore: invalid configuration: TLS_KEY_FILE names .*missing\.pem, which cannot be read \(ENOENT\)\n$/],
+      [{ TLS_CERT_FILE: notPem, TLS_KEY_FILE: first.keyFile }, /^petstore: invalid configuration: TLS_CERT_FILE names .*not\.pem, which holds no PEM certificate\n$/],
+      [{ TLS_CERT_FILE: first.certFile, TLS_KEY_FILE: notPem }, /^petstore: invalid configuration: TLS_KEY_FILE names .*not\.pem, which holds no PEM private key/],
+      [{ TLS_CERT_FILE: first.certFile, TLS_KEY_FILE: second.keyFile }, /^petstore: invalid configuration: TLS_KEY_FILE names .*second-key\.pem, which is not the key of the certificate in .*first-cert\.pem\n$/],
+      [{ TLS_CERT_FILE: first.certFile }, /^petstore: invalid configuration: TLS_KEY_FILE must be set when TLS_CERT_FILE is/],
+    ]
+    for (const [env, expected] of cases) {
+      for (const args of [['serve'], ['serve', '--workers', '2']]) {
+        const result = await runCli(args, { ...env, HOST: '127.0.0.1', PORT: String(await freePort()), METRICS_PORT: 'off' }, dir)
+        assert.equal(result.code, 1, `${JSON.stringify(env)} ${args.join(' ')}: ${result.stderr}`)
+        assert.match(result.stderr, expected)
+        assert.doesNotMatch(result.stderr, /PRIVATE KEY/)
+      }
+    }
+  })
+})
+
+describe('the clear-text warning', () => {
+  it('warns in production only when keys would cross a network in clear text', () => {
+    const tlsFiles = { TLS_CERT_FILE: '/etc/cert.pem', TLS_KEY_FILE: '/etc/key.pem' }
+    const hosts = { '0.0.0.0': true, '::': true, '10.0.0.5': true, 'api.internal': true, '127.0.0.1': false, '127.1.2.3': false, '::1': false, localhost: false }
+    let cases = 0
+    for (const environment of ['production', 'staging']) {
+      for (const [host, beyondLoopback] of Object.entries(hosts)) {
+        for (const secured of [{}, tlsFiles, { TRUST_PROXY: 'true' }, { TRUST_PROXY: '10.0.0.0/8' }]) {
+          const config = loadConfig({ PETSTORE_ENV: environment, HOST: host, ...secured }, '/')
+          const expected = environment === 'production' && beyondLoopback && Object.keys(secured).length === 0
+          const warning = clearTextWarning(config)
+          assert.equal(warning !== undefined, expected, `${environment} ${host} ${JSON.stringify(secured)}`)
+          if (warning !== undefined) assert.match(warning, /API keys would cross the network in clear text/)
+          cases++
+        }
+      }
+    }
+    assert.equal(cases, 64)
+  })
+
+  it('is logged by petstore serve at start', async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    // A database in a folder that does not exist stops the start after the warning and before listening on every interface.
+    const result = await runCli(['serve'], { HOST: '0.0.0.0', METRICS_PORT: 'off', DATABASE_URL: `sqlite://${dir}/missing/petstore.db` }, dir)
+    assert.equal(result.code, 1)
+    const warning = result.stdout.split('\n').find((line) => line.includes('in clear text'))
+    assert.ok(warning !== undefined, result.stdout)
+    assert.equal((JSON.parse(warning) as { level: number }).level, 40)
+    assert.match(result.stderr, /^petstore: invalid configuration: DATABASE_URL names .*missing\/petstore\.db, in a folder that does not exist/)
+  })
+})
