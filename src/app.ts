@@ -30,9 +30,6 @@ import { createDeprecatedCallsCounter } from './deprecations/deprecations.metric
 import { createAppDeprecationRecorder, type DeprecationRecorder } from './deprecations/deprecations.recorder.js'
 import { GET_PET_SUNSET } from './deprecations/deprecations.policy.js'
 
-// For cli.ts, which imports it from here.
-export { GET_PET_SUNSET }
-
 export interface AppDeps {
   config: Config
   storage: Storage

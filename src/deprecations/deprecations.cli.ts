@@ -1,4 +1,4 @@
-import { GET_PET_SUNSET } from '../app.js'
+import { GET_PET_SUNSET } from './deprecations.policy.js'
 import { type CliIo, humanOutput, iso, table, withStorage } from '../cli/output.js'
 import { parse } from '../cli/usage.js'
 import { systemClock } from '../clock.js'
