@@ -67,7 +67,7 @@ function readBlocks(file: string, markdown: string): Block[] {
   for (let i = 0; i < lines.length; i++) {
     if (lines[i] !== '```sh') continue
     const directive = /^<!-- readme-test: (.+) -->$/.exec(lines[i - 1] ?? '')?.[1]
-    const body: { text: string; line: number }[] = []
+    const body: { text: string; line: string }[] = []
     let j = i + 1
     for (; lines[j] !== '```'; j++) {
       if (j >= lines.length) throw new Error(`${file}:${i + 1}: unterminated sh block`)
