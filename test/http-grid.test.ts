@@ -136,7 +136,7 @@ interface GridPath {
 }
 
 /** The paths of the API guide's "Around the API" table, each with its method. */
-function readmeAroundTheApi(): { method: string; path: string }[] {
+function guideAroundTheApi(): { method: string; path: string }[] {
   const guide = fs.readFileSync(path.join(ROOT, 'docs', 'api.md'), 'utf8')
   const section = guide.slice(guide.indexOf('## Around the API'), guide.indexOf('\n## ', guide.indexOf('## Around the API') + 1))
   return [...section.matchAll(/^\| `([A-Z]+) (\/[^`\s]*)` \|/gm)].map(([, method = '', route = '']) => ({ method, path: route }))
@@ -189,7 +189,7 @@ for (const engine of ENGINES) {
         // A path with a parameter: one that names a pet, and one that names none.
         return [String(petId), '999999'].map((id) => ({ url: basePath + documentPath.replace(/\{[^}]+\}/, id), documentPath, allow, found: id !== '999999' }))
       })
-      const around = readmeAroundTheApi()
+      const around = guideAroundTheApi()
       assert.ok(around.length >= 4, `the API guide's "Around the API" table lists ${around.length} paths`)
       const aroundPaths = [...new Set(around.map(({ path: route }) => route))].map((route) => ({
         url: route,
