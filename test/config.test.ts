@@ -166,24 +166,24 @@ describe('configuration', () => {
     )
   })
 
-  it('documents every variable in the README and .env.example', () => {
-    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  it('documents every variable in docs/configuration.md and .env.example', () => {
+    const guide = fs.readFileSync(path.join(ROOT, 'docs', 'configuration.md'), 'utf8')
     const example = fs.readFileSync(path.join(ROOT, '.env.example'), 'utf8')
     for (const variable of Object.keys(CONFIG_VARIABLES)) {
-      assert.match(readme, new RegExp(`\\| \`${variable}\` \\|`), `README lacks ${variable}`)
+      assert.match(guide, new RegExp(`\\| \`${variable}\` \\|`), `docs/configuration.md lacks ${variable}`)
       assert.match(example, new RegExp(`^#? ?${variable}=`, 'm'), `.env.example lacks ${variable}`)
     }
   })
 
-  it('gives every variable in the README and .env.example the range and default of the table', () => {
-    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n')
+  it('gives every variable in docs/configuration.md and .env.example the range and default of the table', () => {
+    const guide = fs.readFileSync(path.join(ROOT, 'docs', 'configuration.md'), 'utf8').split('\n')
     const example = fs.readFileSync(path.join(ROOT, '.env.example'), 'utf8').split('\n')
     for (const name of CONFIG_NAMES) {
-      const row = readme.find((line) => line.startsWith(`| \`${name}\` |`))
-      assert.ok(row !== undefined, `README lacks ${name}`)
+      const row = guide.find((line) => line.startsWith(`| \`${name}\` |`))
+      assert.ok(row !== undefined, `docs/configuration.md lacks ${name}`)
       const range = variableRange(name)
-      if (range !== undefined) assert.match(row, standalone(range), `README: the range of ${name} is not ${range}`)
-      assert.match(row, standalone(variableDefault(name)), `README: ${name} does not say "${variableDefault(name)}"`)
+      if (range !== undefined) assert.match(row, standalone(range), `docs/configuration.md: the range of ${name} is not ${range}`)
+      assert.match(row, standalone(variableDefault(name)), `docs/configuration.md: ${name} does not say "${variableDefault(name)}"`)
 
       const at = example.findIndex((line) => new RegExp(`^#? ?${name}=`).test(line))
       assert.notEqual(at, -1, `.env.example lacks ${name}`)

@@ -8,26 +8,27 @@ import { waitUntilReady } from '../scripts/petstore-process.js'
 import { ROOT } from './helper.js'
 import { type ProcessExit, cleanupProcesses, freePort, trackedTempDir } from './processes.js'
 
-// The README is executable: a reader copies its examples, so this file runs them. Every `sh` block runs
-// in the order of the README, command by command, in one bash session in the project folder (so `$KEY`
-// carries over, as in a reader's terminal), against a server started with `npm start` on a new database,
-// and what each command prints is compared with what the README shows under it.
+// The README and the guides are executable: a reader copies their examples, so this file runs them. Every
+// `sh` block runs in the order of DOCUMENTS (the README, then the guides in the order the README lists
+// them), command by command, in one bash session in the project folder (so `$KEY` carries over, as in a
+// reader's terminal), against a server started with `npm start` on a new database, and what each command
+// prints is compared with what the document shows under it.
 //
-// What may differ from the README, and nothing else:
+// What may differ from the document, and nothing else:
 // - the ports: the server gets free ones instead of 8080 and 9464 (both are rewritten, in commands and
 //   in the answers shown), and the database is a new file instead of ./data/petstore.db (rewritten too);
 // - values that differ from run to run: keys and key ids (a README key id stands for the same key all
 //   along, and a later command that names it gets the real one), instants, ETags, the days until the sunset;
-// - headers of an `-i` answer that the README leaves out (those it shows must be there, in that order);
+// - headers of an `-i` answer that the document leaves out (those it shows must be there, in that order);
 // - npm's own warnings about this machine's npm configuration (`npm warn …`).
 //
-// How a README block is written:
+// How a document's block is written:
 // - a command, its continuation lines ending in `\`, then its output as `# ` lines (`#` alone for an
 //   empty line); a command with no `#` lines under it must print nothing;
 // - or terminal style: `$ command` and its output under it, as printed;
 // - an HTML comment `<!-- readme-test: … -->` just before a block says how it is run:
-//   `npm start` (the quick start: `npm install` is what the test suite runs in; `npm start` is started in
-//   the background), `ci` (the development commands: they must be .ci/run's, which CI runs),
+//   `npm start` (the README's quick start: its install is .ci/run's, which the test suite runs in; `npm start`
+//   is started in the background), `ci` (the README's development commands: they must be .ci/run's),
 //   `within 20s` (the output may lag, as the README says: the command is repeated until it matches).
 
 after(cleanupProcesses)
@@ -39,7 +40,9 @@ const toolsSkip = ['bash', 'curl'].flatMap((tool) =>
 const examplesSkip: string | false =
   toolsSkip.length > 0 && `${toolsSkip.join(' and ')} not found: install with apt-get install ${toolsSkip.join(' ')} (CI does)`
 
-const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+/** The documents whose examples run, in the order they run: each guide's follow on from the ones before. */
+const DOCUMENTS = ['README.md', 'docs/api.md', 'docs/cli.md', 'docs/operations.md', 'docs/configuration.md', 'docs/development.md']
+const TEXT = new Map(DOCUMENTS.map((file) => [file, fs.readFileSync(path.join(ROOT, file), 'utf8')]))
 const README_PORT = '8080'
 const README_METRICS_PORT = '9464'
 const README_DATABASE = './data/petstore.db'
@@ -47,37 +50,37 @@ const README_DATABASE = './data/petstore.db'
 interface Example {
   command: string
   expected: string[]
-  /** Where the README shows it, for failure messages. */
-  line: number
+  /** Where the document shows it (`README.md:12`), for failure messages. */
+  line: string
 }
 
 interface Block {
   directive: string | undefined
-  line: number
+  line: string
   examples: Example[]
 }
 
-/** Every `sh` block of the README, in order, split into commands and the output shown for each. */
-function readBlocks(markdown: string): Block[] {
+/** Every `sh` block of `file`, in order, split into commands and the output shown for each. */
+function readBlocks(file: string, markdown: string): Block[] {
   const lines = markdown.split('\n')
   const blocks: Block[] = []
   for (let i = 0; i < lines.length; i++) {
     if (lines[i] !== '```sh') continue
     const directive = /^<!-- readme-test: (.+) -->$/.exec(lines[i - 1] ?? '')?.[1]
-    const body: { text: string; line: number }[] = []
+    const body: { text: string; line: string }[] = []
     let j = i + 1
     for (; lines[j] !== '```'; j++) {
-      if (j >= lines.length) throw new Error(`README.md:${i + 1}: unterminated sh block`)
-      body.push({ text: lines[j] ?? '', line: j + 1 })
+      if (j >= lines.length) throw new Error(`${file}:${i + 1}: unterminated sh block`)
+      body.push({ text: lines[j] ?? '', line: `${file}:${j + 1}` })
     }
-    blocks.push({ directive, line: i + 1, examples: body.some((l) => l.text.startsWith('$ ')) ? terminal(body) : commented(body) })
+    blocks.push({ directive, line: `${file}:${i + 1}`, examples: body.some((l) => l.text.startsWith('$ ')) ? terminal(body) : commented(body) })
     i = j
   }
   return blocks
 }
 
 /** `$ command` lines, each followed by its output. */
-function terminal(body: { text: string; line: number }[]): Example[] {
+function terminal(body: { text: string; line: string }[]): Example[] {
   const examples: Example[] = []
   for (const { text, line } of body) {
     if (text.startsWith('$ ')) examples.push({ command: text.slice(2), expected: [], line })
@@ -88,7 +91,7 @@ function terminal(body: { text: string; line: number }[]): Example[] {
 }
 
 /** Commands (with `\` continuations) each followed by its output as `# ` lines; blank lines between. */
-function commented(body: { text: string; line: number }[]): Example[] {
+function commented(body: { text: string; line: string }[]): Example[] {
   const examples: Example[] = []
   let continued = false
   for (const { text, line } of body) {
@@ -96,7 +99,7 @@ function commented(body: { text: string; line: number }[]): Example[] {
       continued = false
     } else if (text === '#' || text.startsWith('# ')) {
       const example = examples.at(-1)
-      if (example === undefined) throw new Error(`README.md:${line}: output shown before any command`)
+      if (example === undefined) throw new Error(`${line}: output shown before any command`)
       example.expected.push(text.slice(2))
     } else if (continued) {
       const example = examples.at(-1)
@@ -221,38 +224,63 @@ class Shell {
   }
 }
 
-describe('the README', () => {
-  const blocks = readBlocks(README)
+/** The anchors GitHub gives the headings of a markdown document. */
+function anchorsOf(markdown: string): Set<string> {
+  return new Set(
+    markdown
+      .split('\n')
+      .filter((line) => /^#{1,6} /.test(line))
+      .map((line) =>
+        line
+          .replace(/^#+ /, '')
+          .toLowerCase()
+          .replace(/[^\p{L}\p{N} _-]/gu, '')
+          .replace(/ /g, '-'),
+      ),
+  )
+}
 
-  it('links nothing outside the repository, and every link it makes resolves', () => {
-    const anchors = new Set(
-      README.split('\n')
-        .filter((line) => /^#{1,6} /.test(line))
-        .map((line) =>
-          line
-            .replace(/^#+ /, '')
-            .toLowerCase()
-            .replace(/[^\p{L}\p{N} _-]/gu, '')
-            .replace(/ /g, '-'),
-        ),
-    )
-    const links = [...README.matchAll(/\]\(([^)\s]+)\)/g)].map((match) => match[1] ?? '')
-    assert.ok(links.length > 20, `only ${links.length} links found: the pattern is broken`)
-    for (const link of links) {
-      if (/^https?:\/\//.test(link)) continue
-      if (link.startsWith('#')) {
-        assert.ok(anchors.has(link.slice(1)), `link ${link}: no such heading`)
-        continue
+describe('the README and the guides', () => {
+  const blocks = DOCUMENTS.flatMap((file) => readBlocks(file, TEXT.get(file) ?? ''))
+
+  it('link nothing outside the repository, and every link they make resolves, anchors included', () => {
+    let count = 0
+    for (const file of DOCUMENTS) {
+      const markdown = TEXT.get(file) ?? ''
+      const links = [...markdown.matchAll(/\]\(([^)\s]+)\)/g)].map((match) => match[1] ?? '')
+      assert.ok(links.length > 3, `${file}: only ${links.length} links found: the pattern is broken`)
+      count += links.length
+      for (const link of links) {
+        if (/^https?:\/\//.test(link)) continue
+        const [target = '', anchor] = link.split('#')
+        const resolved = target === '' ? path.join(ROOT, file) : path.resolve(ROOT, path.dirname(file), target)
+        assert.ok(resolved.startsWith(ROOT + path.sep), `${file}: link ${link} points outside the repository`)
+        assert.ok(fs.existsSync(resolved), `${file}: link ${link}: no such file in the repository`)
+        if (anchor !== undefined) {
+          assert.ok(resolved.endsWith('.md'), `${file}: link ${link}: an anchor in a file that is not markdown`)
+          assert.ok(anchorsOf(fs.readFileSync(resolved, 'utf8')).has(anchor), `${file}: link ${link}: no such heading`)
+        }
       }
-      const target = path.resolve(ROOT, link.split('#')[0] ?? '')
-      assert.ok(target.startsWith(ROOT + path.sep), `link ${link} points outside the repository`)
-      assert.ok(fs.existsSync(target), `link ${link}: no such file in the repository`)
+    }
+    assert.ok(count > 60, `only ${count} links found in all: the pattern is broken`)
+  })
+
+  it('give each topic one home: no guide repeats a heading of another', () => {
+    const seen = new Map<string, string>()
+    for (const file of DOCUMENTS) {
+      for (const line of (TEXT.get(file) ?? '').split('\n')) {
+        if (!/^## /.test(line)) continue
+        const other = seen.get(line)
+        assert.equal(other, undefined, `"${line}" is in ${other ?? ''} and in ${file}`)
+        seen.set(line, file)
+      }
     }
   })
 
   it('tells CI to run exactly what it tells a developer to run', () => {
     const [development, ...more] = blocks.filter((block) => block.directive === 'ci')
     assert.ok(development !== undefined && more.length === 0, 'one block marked <!-- readme-test: ci -->')
+    assert.match(development.line, /^README\.md:/, 'the development commands are in the README')
     const commands = (text: string): string[] =>
       text
         .split('\n')
@@ -262,6 +290,12 @@ describe('the README', () => {
       (line) => !/^(set |cd |node --version$|npm --version$)/.test(line),
     )
     assert.deepEqual(ci, development.examples.flatMap((example) => commands(example.command)))
+    const [quickStart, ...moreStarts] = blocks.filter((block) => block.directive === 'npm start')
+    assert.ok(quickStart !== undefined && moreStarts.length === 0, 'one block marked <!-- readme-test: npm start -->')
+    assert.match(quickStart.line, /^README\.md:/, 'the quick start is in the README')
+    const [install, start, ...others] = quickStart.examples.map((example) => example.command)
+    assert.ok(install !== undefined && ci.includes(install), `the quick start installs as CI does (${install ?? 'nothing'})`)
+    assert.deepEqual([start, ...others], ['npm start'], 'the quick start then runs npm start, and nothing else')
   })
 
   it('answers every shell example as it shows, in order, against a server started as it says', { skip: examplesSkip }, async (t) => {
@@ -293,8 +327,6 @@ describe('the README', () => {
     for (const block of blocks) {
       if (block.directive === 'ci') continue
       if (block.directive === 'npm start') {
-        const commands = block.examples.map((example) => example.command)
-        assert.deepEqual(commands, ['npm install', 'npm start'], `README.md:${block.line}: the quick start's commands`)
         const server = spawn('npm', ['start'], { cwd: ROOT, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
         let output = ''
         server.stdout.setEncoding('utf8').on('data', (chunk: string) => (output = (output + chunk).slice(-20_000)))
@@ -311,9 +343,9 @@ describe('the README', () => {
         started = true
         continue
       }
-      assert.ok(started, `README.md:${block.line}: an example before the server is started`)
+      assert.ok(started, `${block.line}: an example before the server is started`)
       const within = block.directive === undefined ? 0 : Number(/^within (\d+)s$/.exec(block.directive)?.[1] ?? NaN) * 1000
-      assert.ok(!Number.isNaN(within), `README.md:${block.line}: unknown directive "${block.directive ?? ''}"`)
+      assert.ok(!Number.isNaN(within), `${block.line}: unknown directive "${block.directive ?? ''}"`)
       for (const example of block.examples) {
         const command = [...bindings].reduce((text, [readme, real]) => text.replaceAll(readme, real), local(example.command))
         const expected = example.expected.map(local)
@@ -327,12 +359,16 @@ describe('the README', () => {
             continue
           }
           assert.fail(
-            `README.md:${example.line}: ${why}.\n$ ${example.command}\n--- the README shows:\n${expected.join('\n')}\n--- it printed:\n${actual.join('\n')}`,
+            `${example.line}: ${why}.\n$ ${example.command}\n--- the document shows:\n${expected.join('\n')}\n--- it printed:\n${actual.join('\n')}`,
           )
         }
         ran++
       }
     }
-    assert.ok(ran >= 15, `only ${ran} examples ran: the README or its parsing changed`)
+    assert.ok(ran >= 15, `only ${ran} examples ran: the documents or their parsing changed`)
+    for (const file of DOCUMENTS) {
+      const shown = blocks.filter((block) => block.line.startsWith(`${file}:`) && block.directive !== 'ci').length
+      assert.ok(shown > 0 || !/^```(?:sh|bash)$/m.test(TEXT.get(file) ?? ''), `${file}: its shell examples did not run`)
+    }
   })
 })

@@ -9,7 +9,7 @@ import { ENGINES, ROOT, type TestApp, buildTestApp, postPet } from '../helper.js
 
 // Every method, unknown tokens included, × every path the API port serves × If-None-Match × a key or
 // none, sent over a real socket (HEAD, CONNECT and unknown methods are Node's parser's business before
-// they are Fastify's), each answer held against what the README and the OpenAPI document say of it.
+// they are Fastify's), each answer held against what the API guide and the OpenAPI document say of it.
 // Bugs hid where two features meet (a HEAD that revalidates answered 500): this writes the meetings down.
 
 /** Methods Node's parser knows are routed (405 where a path lacks them); the others never reach routing. */
@@ -121,13 +121,13 @@ interface OpenApiDocument {
 }
 
 /**
- * A path the grid sends requests to, and what the README and the OpenAPI document say of it:
+ * A path the grid sends requests to, and what the API guide and the OpenAPI document say of it:
  * the methods it serves, and for an operation of the document, the operation by method.
  */
 interface GridPath {
   /** As sent. */
   url: string
-  /** Its path in the document (`/pets/{petId}`), or undefined for paths the README alone describes. */
+  /** Its path in the document (`/pets/{petId}`), or undefined for paths the API guide alone describes. */
   documentPath?: string
   /** The methods it serves, HEAD included wherever GET is; empty for a path nothing serves. */
   allow: string[]
@@ -135,14 +135,14 @@ interface GridPath {
   found: boolean
 }
 
-/** The paths of the README's "Around the API" table, each with its method. */
-function readmeAroundTheApi(): { method: string; path: string }[] {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
-  const section = readme.slice(readme.indexOf('### Around the API'), readme.indexOf('\n### ', readme.indexOf('### Around the API') + 1))
+/** The paths of the API guide's "Around the API" table, each with its method. */
+function guideAroundTheApi(): { method: string; path: string }[] {
+  const guide = fs.readFileSync(path.join(ROOT, 'docs', 'api.md'), 'utf8')
+  const section = guide.slice(guide.indexOf('## Around the API'), guide.indexOf('\n## ', guide.indexOf('## Around the API') + 1))
   return [...section.matchAll(/^\| `([A-Z]+) (\/[^`\s]*)` \|/gm)].map(([, method = '', route = '']) => ({ method, path: route }))
 }
 
-/** `GET` comes with `HEAD` (README: "Both GET operations answer HEAD too"; Fastify serves every GET so). */
+/** `GET` comes with `HEAD` (docs/api.md: "Both GET operations answer HEAD too"; Fastify serves every GET so). */
 const withHead = (methods: string[]) => methods.flatMap((method) => (method === 'GET' ? ['GET', 'HEAD'] : [method]))
 
 /** The combination a test title and a failure name. */
@@ -189,8 +189,8 @@ for (const engine of ENGINES) {
         // A path with a parameter: one that names a pet, and one that names none.
         return [String(petId), '999999'].map((id) => ({ url: basePath + documentPath.replace(/\{[^}]+\}/, id), documentPath, allow, found: id !== '999999' }))
       })
-      const around = readmeAroundTheApi()
-      assert.ok(around.length >= 4, `the README's "Around the API" table lists ${around.length} paths`)
+      const around = guideAroundTheApi()
+      assert.ok(around.length >= 4, `the API guide's "Around the API" table lists ${around.length} paths`)
       const aroundPaths = [...new Set(around.map(({ path: route }) => route))].map((route) => ({
         url: route,
         allow: withHead(around.filter((entry) => entry.path === route).map(({ method }) => method)),
@@ -223,24 +223,24 @@ for (const engine of ENGINES) {
     }
 
     /**
-     * The status the README and the document promise for one combination, and the error code when it
+     * The status the API guide and the document promise for one combination, and the error code when it
      * is an error. In the order the service decides: the parser, CONNECT, routing, authentication, the
      * operation.
      */
     function expected(method: Method, target: GridPath, condition: Condition, keyed: boolean): { status: number; code?: ErrorCode; allow?: string } {
-      // README, "The HTTP it speaks": a method Node's parser does not know is 501 on any path.
+      // docs/api.md, "The HTTP it speaks": a method Node's parser does not know is 501 on any path.
       if (!http.METHODS.includes(method)) return { status: 501, code: 'not_implemented' }
-      // README: CONNECT is 405 with an empty Allow, whatever the target: this is not a proxy.
+      // docs/api.md: CONNECT is 405 with an empty Allow, whatever the target: this is not a proxy.
       if (method === 'CONNECT') return { status: 405, code: 'method_not_allowed', allow: '' }
       if (target.allow.length === 0) return { status: 404, code: 'not_found' }
-      // README: any method a known path does not have is 405 with Allow, before authentication.
+      // docs/api.md: any method a known path does not have is 405 with Allow, before authentication.
       if (!target.allow.includes(method)) return { status: 405, code: 'method_not_allowed', allow: target.allow.join(', ') }
       const operation = target.documentPath === undefined ? undefined : doc.paths[target.documentPath]?.[method === 'HEAD' ? 'get' : method.toLowerCase()]
       // The document: every operation needs a key (bearerAuth), refused with 401 before anything else.
       if (operation !== undefined && (operation.security ?? [{}]).length > 0 && !keyed) return { status: 401, code: 'unauthorized' }
       if (!target.found) return { status: 404, code: 'not_found' }
       if (method === 'POST') return { status: 201 }
-      // README, "Conditional requests": listPets and getPet answer a matching If-None-Match (or *) with
+      // docs/api.md, "Conditional requests": listPets and getPet answer a matching If-None-Match (or *) with
       // 304. The paths around the API carry no ETag and read If-None-Match as nothing.
       const conditional = operation !== undefined && (condition === 'a matching If-None-Match' || condition === 'If-None-Match: *')
       return { status: conditional ? 304 : 200 }
@@ -292,12 +292,12 @@ for (const engine of ENGINES) {
         if (target.documentPath !== undefined) assert.equal(answer.headers['cache-control'], 'private, no-cache', name)
       }
       if (answer.status === 201) assert.match(answer.headers.location ?? '', new RegExp(`${basePath}/pets/[0-9]+$`), name)
-      // README: getPet's every answer carries the deprecation, those given before routing excepted.
+      // docs/api.md: getPet's every answer carries the deprecation, those given before routing excepted.
       if (target.documentPath?.includes('{') === true && target.allow.includes(method)) {
         for (const header of ['deprecation', 'sunset', 'link']) assert.ok(answer.headers[header] !== undefined, `${name}: no ${header}`)
         assert.equal(answer.headers.link, `<${testApp.config.publicBaseUrl}${basePath}/pets>; rel="successor-version"`, name)
       }
-      // README: the connection is closed after an answer to a method the parser refused.
+      // docs/api.md: the connection is closed after an answer to a method the parser refused.
       if (want.status === 501) assert.ok(answer.closedByServer, `${name}: the connection stayed open`)
 
       // 501 is answered before there is a request to route, on any path: the document lists its code
@@ -314,7 +314,7 @@ for (const engine of ENGINES) {
       }
     }
 
-    it(`lists every path: the document's operations, a missing pet, the README's paths around the API, and one nothing serves`, () => {
+    it(`lists every path: the document's operations, a missing pet, the API guide's paths around the API, and one nothing serves`, () => {
       assert.deepEqual(
         paths.map(({ url }) => url.replace(/\/pets\/[0-9]+$/, '/pets/{id}')),
         ['/v1/pets', '/v1/pets/{id}', '/v1/pets/{id}', '/v1/openapi.json', '/docs', '/healthz', '/readyz', '/v1/nothing-here'],
@@ -323,7 +323,7 @@ for (const engine of ENGINES) {
     })
 
     for (const method of METHODS) {
-      it(`answers ${method} on every path as the README and the OpenAPI document say, under each If-None-Match, with a key and without`, async () => {
+      it(`answers ${method} on every path as the API guide and the OpenAPI document say, under each If-None-Match, with a key and without`, async () => {
         for (const target of paths) {
           for (const condition of CONDITIONS) {
             for (const keyed of KEYED) {

@@ -123,6 +123,12 @@ describe('OpenAPI document', () => {
     assert.equal(operation('createPet').deprecated, undefined)
   })
 
+  it('labels no operation experimental or beta: no extension attribute, as the specification labels none', () => {
+    for (const { method, path: route, operation: op } of operationsOf(doc)) {
+      assert.deepEqual(Object.keys(op).filter((key) => key.startsWith('x-')), [], `${method} ${route}`)
+    }
+  })
+
   it('lists every status each operation can return', () => {
     const statuses = (id: string) => Object.keys(operation(id).responses).sort()
     // 405, 408, 417 and 431 come before routing: any request to any operation can get them.
@@ -255,10 +261,10 @@ describe('OpenAPI document', () => {
     assert.doesNotMatch(JSON.stringify(Object.keys(doc.paths)), /healthz|readyz|openapi/)
   })
 
-  it('matches the error catalogue table of the README', () => {
-    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  it('matches the error catalogue table of the API guide', () => {
+    const guide = fs.readFileSync(path.join(ROOT, 'docs', 'api.md'), 'utf8')
     for (const code of ERROR_CODES) {
-      assert.match(readme, new RegExp(`\\| \`${code}\` \\| ${ERROR_STATUS[code]} \\|`), `README lacks ${code}`)
+      assert.match(guide, new RegExp(`\\| \`${code}\` \\| ${ERROR_STATUS[code]} \\|`), `docs/api.md lacks ${code}`)
     }
   })
 })

@@ -1,7 +1,7 @@
 /*
- * The request rules of the README ("The API"), written a second time from the text and without
+ * The request rules of the API guide (docs/api.md), written a second time from the text and without
  * importing anything from src/: the fuzz tests hold every answer of the service against these
- * verdicts, so a rule the service gets wrong cannot also be wrong in the judge. Where the README
+ * verdicts, so a rule the service gets wrong cannot also be wrong in the judge. Where the guide
  * leaves a detail open, the comment says which reading is taken and why.
  */
 
@@ -152,7 +152,7 @@ function hasLoneSurrogate(text: string): boolean {
   return false
 }
 
-/** Why `name` breaks the README's rule for names, or undefined if it keeps it. */
+/** Why `name` breaks the API guide's rule for names, or undefined if it keeps it. */
 function nameProblem(name: string): string | undefined {
   if (hasLoneSurrogate(name)) return 'a lone surrogate'
   if (name.includes('\u0000')) return 'U+0000'
@@ -167,13 +167,13 @@ function isIntegerDigits(text: string, minimum: bigint, maximum: bigint): boolea
   return /^[1-9][0-9]*$/.test(text) && text.length <= 20 && BigInt(text) >= minimum && BigInt(text) <= maximum
 }
 
-/** The README's createPet rules, applied to the exact bytes of a body. */
+/** The API guide's createPet rules, applied to the exact bytes of a body. */
 export function referenceCreatePet(bytes: Uint8Array): CreateVerdict {
   const invalid = (why: string): CreateVerdict => ({ valid: false, status: 400, why })
   if (bytes.byteLength > BODY_LIMIT_BYTES) return { valid: false, status: 413, why: 'over 16 KiB' }
   let text = decodeUtf8Exactly(bytes)
   if (text === undefined) return invalid('not UTF-8')
-  // RFC 8259 §8.1 lets a parser ignore a byte order mark; the README says nothing, so one is allowed.
+  // RFC 8259 §8.1 lets a parser ignore a byte order mark; the guide says nothing, so one is allowed.
   if (text.startsWith('\ufeff')) text = text.slice(1)
   let members: Map<string, Scalar>
   try {
@@ -227,7 +227,7 @@ export type ListVerdict =
   | { valid: false; why: string }
 
 /**
- * The id a cursor starts after, if `cursor` is one the README's rules accept with this status:
+ * The id a cursor starts after, if `cursor` is one the API guide's rules accept with this status:
  * base64url (exactly as the service writes it) of `p1:<status or nothing>:<id from 1 to int64 max>`.
  */
 function cursorAfterId(cursor: string, status: string | undefined): bigint | undefined {
@@ -239,7 +239,7 @@ function cursorAfterId(cursor: string, status: string | undefined): bigint | und
   return issuedFor === (status ?? '') ? BigInt(id) : undefined
 }
 
-/** The README's listPets rules, applied to the query string the server receives (without `?`). */
+/** The API guide's listPets rules, applied to the query string the server receives (without `?`). */
 export function referenceListQuery(query: string): ListVerdict {
   const seen = new Map<string, string>()
   for (const [name, value] of formDecode(query)) {
@@ -275,7 +275,7 @@ export function presentsKey(authorization: string | undefined, key: string): boo
   return match?.[1] === key
 }
 
-/** The README's rule for echoing `X-Request-Id`. */
+/** The API guide's rule for echoing `X-Request-Id`. */
 export function isEchoableRequestId(id: string): boolean {
   return /^[A-Za-z0-9._:-]{1,128}$/.test(id)
 }

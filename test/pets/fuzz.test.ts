@@ -27,7 +27,7 @@ import { ENGINES, type TestApp, errorBody, useTestApp } from '../helper.js'
  * Property-based fuzzing of the HTTP surface: bodies, content types, query strings, paths and
  * headers. Valid values are derived from the route schemas; hostile ones come from mutations,
  * raw JSON text, raw bytes and odd encodings. Every answer is held against fuzz-reference.ts,
- * the README's rules written again without src/. Runs are deterministic: FUZZ_SEED picks the
+ * the API guide's rules written again without src/. Runs are deterministic: FUZZ_SEED picks the
  * seed, FUZZ_RUNS the number of cases of the whole file, shared between the engines
  * (`npm run fuzz` runs 100,000). A failure prints the seed and the shrunk counterexample.
  */
