@@ -109,7 +109,7 @@ function groupCommit(db: Database, changes: SqlitePetChanges): (pet: NewPet, cre
     })
 }
 
-/** The filtered page query; its plan must walk the (status, id) index in order (test/read-cache.test.ts). */
+/** The filtered page query; its plan must walk the (status, id) index in order (test/pets/read-cache.test.ts). */
 export const SQLITE_LIST_BY_STATUS =
   'SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?'
 

@@ -27,7 +27,7 @@ export interface PetsRoutesDeps {
  * The read cache below keeps a found pet for good: pets are never changed or deleted through the
  * API. So the pets repository only creates and reads, and this list fails to compile the day it
  * gets another method. An update or a delete must first make the cache forget what it changes
- * (createRepresentationCache's `final`), and only then be listed here. test/read-cache.test.ts
+ * (createRepresentationCache's `final`), and only then be listed here. test/pets/read-cache.test.ts
  * checks that the engines' repositories have nothing else at run time.
  */
 const CREATES_AND_READS: Record<keyof PetsRepository, true> = { create: true, createOnce: true, list: true, findById: true, version: true }
