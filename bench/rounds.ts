@@ -2,9 +2,9 @@
 // interleaved rounds per scenario, and a stop with what came back when a run saw anything but 2xx.
 import { type ChildProcess, spawn } from 'node:child_process'
 import path from 'node:path'
-import { type NodeProcess, ROOT, describeExit, round } from '../scripts/petstore-process.js'
+import { type NodeProcess, ROOT, describeExit } from '../scripts/petstore-process.js'
 import type { LoadOptions, LoadResult } from './load.js'
-import { COMPANIONS, type CompanionId, type Round, type ScenarioReport, ratioKey, serviceRatioKey } from './report.js'
+import { COMPANIONS, type CompanionId, type PerServer, type Round, type ScenarioReport, ratioKey, roundRatios } from './report.js'
 import { CONNECTIONS, type Scenario, petBody } from './scenarios.js'
 
 /** Load generators running now; they end by themselves, but not before the hard time bound would. */
@@ -64,18 +64,20 @@ interface Server {
 }
 
 /**
- * The servers of a run: the service, its baseline, and the companions measured next to them (the floor;
- * on PostgreSQL also the postgres.js baseline).
+ * The servers of a run: the service, the floor it is judged against, the baseline, and the companions
+ * measured next to them (on PostgreSQL the postgres.js baseline).
  */
 export interface Servers {
   baseline: Server
   service: Server
+  floor: Server
   companions: Partial<Record<CompanionId, Server>>
 }
 
 /**
  * One scenario on every server: a warm-up on each (discarded), then `rounds` rounds of baseline,
- * service and each companion, each a fresh load generator; the ratios of a round compare runs seconds apart.
+ * service, floor and each companion, each a fresh load generator; the ratios of a round compare runs
+ * seconds apart, the service's with the floor's next to it.
  */
 export async function measureScenario(
   scenario: Scenario,
@@ -103,32 +105,27 @@ export async function measureScenario(
     await assertClean(result, server.name, scenario, server.url, run.key)
     return result
   }
-  const { baseline, service } = servers
+  const { baseline, service, floor } = servers
   const companions = Object.entries(servers.companions) as [CompanionId, Server][]
   process.stdout.write(`bench: ${scenario.label}: warm-up ${mode.warmupS} s each`)
-  const warmup: ScenarioReport['warmup'] = { baseline: await measure(baseline, mode.warmupS), service: await measure(service, mode.warmupS) }
+  const warmup: ScenarioReport['warmup'] = {
+    baseline: await measure(baseline, mode.warmupS),
+    service: await measure(service, mode.warmupS),
+    floor: await measure(floor, mode.warmupS),
+  }
   for (const [id, server] of companions) warmup[id] = await measure(server, mode.warmupS)
   const rounds: Round[] = []
   for (let index = 0; index < mode.rounds; index++) {
-    const baselineResult = await measure(baseline, mode.roundS)
-    const serviceResult = await measure(service, mode.roundS)
-    const ratio = round(serviceResult.requestsPerSecond / baselineResult.requestsPerSecond, 3)
-    const measured: Round = { baseline: baselineResult, service: serviceResult, ratio }
-    process.stdout.write(`, round ${index + 1} ${ratio.toFixed(2)}`)
-    for (const [id, server] of companions) {
-      const result = await measure(server, mode.roundS)
-      const { ratio: ratioLabel, serviceRatio } = COMPANIONS[id]
-      measured[id] = result
-      const companionRatio = round(result.requestsPerSecond / baselineResult.requestsPerSecond, 3)
-      measured[ratioKey(id)] = companionRatio
-      process.stdout.write(` (${ratioLabel} ${companionRatio.toFixed(2)}`)
-      if (serviceRatio !== undefined) {
-        const overCompanion = round(serviceResult.requestsPerSecond / result.requestsPerSecond, 3)
-        measured[serviceRatioKey(id)] = overCompanion
-        process.stdout.write(`, ${serviceRatio.column} ${overCompanion.toFixed(2)}`)
-      }
-      process.stdout.write(')')
+    const results: PerServer<LoadResult> = {
+      baseline: await measure(baseline, mode.roundS),
+      service: await measure(service, mode.roundS),
+      floor: await measure(floor, mode.roundS),
     }
+    for (const [id, server] of companions) results[id] = await measure(server, mode.roundS)
+    const measured: Round = { ...results, ...roundRatios(results) }
+    const others = [`svc ÷ base ${measured.serviceBaselineRatio.toFixed(2)}`]
+    for (const [id] of companions) others.push(`${COMPANIONS[id].ratioColumn} ${measured[ratioKey(id)]?.toFixed(2) ?? '?'}`)
+    process.stdout.write(`, round ${index + 1} svc ÷ floor ${measured.serviceFloorRatio.toFixed(2)} (${others.join(', ')})`)
     rounds.push(measured)
   }
   process.stdout.write('\n')

@@ -1,9 +1,9 @@
-// The benchmark: `petstore serve` against a bare node:http baseline serving the same bytes, each
+// The benchmark: `petstore serve` judged against the floor (Fastify with the mandated libraries on the
+// reference baseline's store), and both against a bare node:http baseline serving the same bytes, each
 // driven by its own load-generator process, rounds interleaved because the machine is shared and
 // noisy. On SQLite the baseline keeps the pets in memory; on PostgreSQL (`--engine postgres`) two
 // baselines read and write the service's own tables, one through node-postgres (the reference), one
-// through postgres.js. On both, the floor (Fastify with the mandated libraries on the reference
-// baseline's store) shows how much of the gap those libraries cost by themselves.
+// through postgres.js. Floor ÷ baseline is what the mandated libraries cost by themselves.
 // `npm run bench [-- --quick] [-- --engine postgres]`; see bench/README.md for how to read the output.
 // The parts: setup.ts (build, service, seeding, baselines), scripts/embedded-postgres.ts (the embedded server),
 // identity.ts (the byte-identity check), rounds.ts (the load), report.ts (tables and the results JSON).
@@ -65,14 +65,13 @@ const MODES = {
 
 const USAGE = `Usage: npm run bench [-- --quick] [-- --engine sqlite|postgres] [-- --no-build] [-- --autocannon]
 
-Compares \`petstore serve\` (${SEED_PETS.toLocaleString('en-US')} pets, logging at info) with a bare node:http baseline
-serving the same bytes, ${CONNECTIONS} connections, rounds interleaved; prints a table per scenario and writes
+Judges \`petstore serve\` (${SEED_PETS.toLocaleString('en-US')} pets, logging at info) against the floor (Fastify, pino,
+prom-client, @fastify/rate-limit on the reference baseline's store) and reports both against a bare node:http
+baseline serving the same bytes, ${CONNECTIONS} connections, rounds interleaved; prints a table per scenario and writes
 bench/results/<timestamp>-<engine>[-quick].json (ignored by git). Memory over minutes is the soak's: npm run soak.
   --engine    sqlite (default): the service on a SQLite file, the baseline in memory.
               postgres: the service on an embedded PostgreSQL server, against two baselines on its tables:
               node-postgres (the reference) and postgres.js.
-              Both: the floor (Fastify, pino, prom-client, @fastify/rate-limit on the reference baseline's
-              store) to price those libraries.
   --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (2-4 minutes in all)
               instead of ${MODES.sqlite.full.rounds} of ${MODES.sqlite.full.roundS} s (SQLite 5-7) or ${MODES.postgres.full.rounds} of ${MODES.postgres.full.roundS} s (PostgreSQL 5.5-8)
   --no-build  Use dist/ as it is instead of compiling src/ first
@@ -124,12 +123,12 @@ async function refusalCounters(metricsUrl: string): Promise<string> {
 }
 
 /**
- * Per engine, the baseline every ratio and target is against, and the companions measured in the same
- * rounds: on both the floor (on that baseline's store), on PostgreSQL also the postgres.js baseline.
+ * Per engine, the reference baseline (whose store the floor serves from) and the companions measured in
+ * the same rounds: on PostgreSQL the postgres.js baseline.
  */
 const REFERENCES = {
-  sqlite: { baseline: { kind: 'memory', name: 'baseline' }, companions: { floor: 'floor' } },
-  postgres: { baseline: { kind: 'pg', name: 'node-postgres baseline' }, companions: { postgresJs: 'postgres', floor: 'floor' } },
+  sqlite: { baseline: { kind: 'memory', name: 'baseline' }, companions: {} },
+  postgres: { baseline: { kind: 'pg', name: 'node-postgres baseline' }, companions: { postgresJs: 'postgres' } },
 } as const satisfies Record<EngineName, { baseline: { kind: BaselineKind; name: string }; companions: Partial<Record<CompanionId, BaselineKind>> }>
 
 /** Identity checks, then every scenario on every server; true when every target was met. */
@@ -143,13 +142,18 @@ async function benchmark(
   const compiled = await compileBaselines(setup.dir)
   const references = REFERENCES[engine]
   const baseline = await startBaseline(setup, references.baseline.kind, compiled, started)
+  const floor = await startBaseline(setup, 'floor', compiled, started)
   const companions: [CompanionId, Awaited<ReturnType<typeof startBaseline>>][] = []
   for (const [id, kind] of Object.entries(references.companions) as [CompanionId, BaselineKind][]) {
     companions.push([id, await startBaseline(setup, kind, compiled, started)])
   }
   await assertIdenticalBodies(
     setup.service.baseUrl,
-    [{ name: references.baseline.name, url: baseline.url }, ...companions.map(([id, server]) => ({ name: COMPANIONS[id].row, url: server.url }))],
+    [
+      { name: references.baseline.name, url: baseline.url },
+      { name: 'floor', url: floor.url },
+      ...companions.map(([id, server]) => ({ name: COMPANIONS[id].row, url: server.url })),
+    ],
     setup.key,
     setup.ids,
     engine === 'postgres',
@@ -158,6 +162,7 @@ async function benchmark(
   const servers: Servers = {
     baseline: { name: 'baseline', url: baseline.url, process: baseline.process },
     service: { name: 'service', url: setup.service.baseUrl, process: setup.service },
+    floor: { name: 'floor', url: floor.url, process: floor.process },
     companions: Object.fromEntries(companions.map(([id, server]) => [id, { name: COMPANIONS[id].name, url: server.url, process: server.process }])),
   }
   const reports: ScenarioReport[] = []
@@ -167,6 +172,7 @@ async function benchmark(
       const mb: PerServer<number> = {
         service: megabytes(procStatusKb(setup.service.pid, field)),
         baseline: megabytes(procStatusKb(baseline.process.pid, field)),
+        floor: megabytes(procStatusKb(floor.process.pid, field)),
       }
       for (const [id, server] of companions) mb[id] = megabytes(procStatusKb(server.process.pid, field))
       return mb
@@ -179,7 +185,7 @@ async function benchmark(
     { engine, mode: mode.name, rounds: mode.rounds, roundS: mode.roundS, seedPets: SEED_PETS, startedAt: run.startedAt, header: run.header },
     reports,
   )
-  await Promise.all([baseline, ...companions.map(([, server]) => server)].map((server) => stopProcess(server.process, { killAfterMs: KILL_AFTER_MS })))
+  await Promise.all([baseline, floor, ...companions.map(([, server]) => server)].map((server) => stopProcess(server.process, { killAfterMs: KILL_AFTER_MS })))
   return allPass
 }
 
@@ -235,7 +241,7 @@ async function main(): Promise<number> {
     timeLimitMessage: `still running after ${mode.hardLimitS} s; killing everything and giving up.`,
   })
 
-  const servers = 2 + Object.keys(REFERENCES[engineName].companions).length
+  const servers = 3 + Object.keys(REFERENCES[engineName].companions).length
   const loadS = SCENARIOS.length * (servers * mode.warmupS + servers * mode.rounds * mode.roundS)
   console.log(`bench: ${mode.name} run on ${engineName}; about ${Math.ceil(loadS / 60)} min of load plus set-up; bounded at ${mode.hardLimitS} s`)
   let setup: Setup | undefined

@@ -1,5 +1,5 @@
 // What the benchmark measures, shared by the orchestrator (names, targets, the byte-identity check)
-// and the load generator (the requests it sends). Both servers answer the same routes the same way.
+// and the load generator (the requests it sends). Every server answers the same routes the same way.
 
 export type ScenarioId = 'list20' | 'list100' | 'getOne' | 'create'
 
@@ -11,33 +11,34 @@ export interface Scenario {
   /** Fixed path; getOne's is a template whose `{id}` is replaced per request. */
   path: string
   /**
-   * Service req/s ÷ baseline req/s that the service must reach on each engine (issue 13); none where
-   * the issue sets none (list 100 on PostgreSQL is measured and reported only).
+   * Service req/s ÷ floor req/s that the median over rounds must reach on each engine (issue 24). Create
+   * on SQLite asks less: the floor appends to memory where the service makes a durable write.
    */
-  targetRatio: { sqlite: number; postgres?: number }
+  targetFloorRatio: { sqlite: number; postgres: number }
 }
 
 // Order matters: create runs last, so the reads of every scenario see the same 10,000 seeded pets.
 export const SCENARIOS: readonly Scenario[] = [
-  { id: 'list20', label: 'GET /v1/pets?limit=20', method: 'GET', path: '/v1/pets?limit=20', targetRatio: { sqlite: 0.7, postgres: 0.8 } },
+  { id: 'list20', label: 'GET /v1/pets?limit=20', method: 'GET', path: '/v1/pets?limit=20', targetFloorRatio: { sqlite: 0.85, postgres: 0.85 } },
   {
     id: 'list100',
     label: 'GET /v1/pets?status=available&limit=100',
     method: 'GET',
     path: '/v1/pets?status=available&limit=100',
-    targetRatio: { sqlite: 0.6 },
+    targetFloorRatio: { sqlite: 0.85, postgres: 0.85 },
   },
-  { id: 'getOne', label: 'GET /v1/pets/{id}', method: 'GET', path: '/v1/pets/{id}', targetRatio: { sqlite: 0.7, postgres: 0.8 } },
-  { id: 'create', label: 'POST /v1/pets', method: 'POST', path: '/v1/pets', targetRatio: { sqlite: 0.6, postgres: 0.8 } },
+  { id: 'getOne', label: 'GET /v1/pets/{id}', method: 'GET', path: '/v1/pets/{id}', targetFloorRatio: { sqlite: 0.85, postgres: 0.85 } },
+  { id: 'create', label: 'POST /v1/pets', method: 'POST', path: '/v1/pets', targetFloorRatio: { sqlite: 0.7, postgres: 0.85 } },
 ]
 
 /** Connections of every load-generator run, on both servers. */
 export const CONNECTIONS = 50
 
-/** On every scenario: the service's p99 at most this many times the baseline's p99 of the same round. */
+/**
+ * On every scenario: the service's p99 at most this many times the floor's p99 of the same round (median
+ * over rounds). The other target on every scenario has no constant: service peak RSS ≤ the floor's.
+ */
 export const P99_FACTOR = 2
-/** On every scenario, whatever the baseline does: the service's peak RSS. */
-export const RSS_LIMIT_MB = 120
 
 const PET_STATUSES = ['available', 'pending', 'sold'] as const
 
