@@ -1,4 +1,4 @@
-import type { onRequestAsyncHookHandler, onRequestHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import type { ApiKey } from './api-keys.repository.js'
 import type { RateLimits } from './api-keys.rate-limit.js'
@@ -41,28 +41,40 @@ export type CountAuthFailure = (reason: 'missing' | 'invalid') => void
  * The onRequest hook of every API route: it runs before parsing and validation. It also applies
  * the rate limits: an address that failed authentication too often is refused before any key
  * lookup (so guessing cannot go faster than the limit), and each key has its own budget, which a
- * request later refused for its scope spends too.
+ * request later refused for its scope spends too. A callback hook: a key known from memory
+ * (api-keys.service.ts) and an address that never failed cost no promise; only the key's limit,
+ * which @fastify/rate-limit answers asynchronously, waits.
  */
 export function createAuthenticate(
   apiKeys: ApiKeysService,
   limits: RateLimits,
   countAuthFailure: CountAuthFailure = () => {},
-): onRequestAsyncHookHandler {
-  return async (request, reply) => {
+): onRequestHookHandler {
+  const admit = (request: FastifyRequest, reply: FastifyReply, key: ApiKey | undefined, done: HookHandlerDoneFunction) => {
+    if (key === undefined) {
+      countAuthFailure('invalid')
+      limits.recordFailedAuth(request).then((refusal) => done(refusal ?? invalid()), done)
+      return
+    }
+    request.apiKey = key
+    limits.limitKey(request, reply).then(() => done(), done)
+  }
+  const identify = (request: FastifyRequest, reply: FastifyReply, header: string, done: HookHandlerDoneFunction) => {
+    const token = BEARER.exec(header)?.[1]
+    const found = token === undefined ? undefined : apiKeys.authenticate(token)
+    if (found instanceof Promise) found.then((key) => admit(request, reply, key, done), done)
+    else admit(request, reply, found, done)
+  }
+  return (request, reply, done) => {
     const header = request.headers.authorization
     if (header === undefined || !/^bearer(\s|$)/i.test(header)) {
       countAuthFailure('missing')
-      throw missing()
+      done(missing())
+      return
     }
-    await limits.guardFailedAuth(request)
-    const token = BEARER.exec(header)?.[1]
-    const key = token === undefined ? undefined : await apiKeys.authenticate(token)
-    if (key === undefined) {
-      countAuthFailure('invalid')
-      throw (await limits.recordFailedAuth(request)) ?? invalid()
-    }
-    request.apiKey = key
-    await limits.limitKey(request, reply)
+    const guarded = limits.guardFailedAuth(request)
+    if (guarded === undefined) identify(request, reply, header, done)
+    else guarded.then(() => identify(request, reply, header, done), done)
   }
 }
 

@@ -14,8 +14,11 @@ interface Outcome {
 
 /** What the authentication hook asks of the limits. */
 export interface RateLimits {
-  /** Refuses, before any key lookup, an address that failed authentication too often. */
-  guardFailedAuth(request: FastifyRequest): Promise<void>
+  /**
+   * Refuses, before any key lookup, an address that failed authentication too often: undefined when
+   * the address is known not to have failed (nothing to wait for), else a promise that rejects over the limit.
+   */
+  guardFailedAuth(request: FastifyRequest): Promise<void> | undefined
   /** Counts a failed authentication; the 429 to send instead of 401 once over the limit. */
   recordFailedAuth(request: FastifyRequest): Promise<ApiError | undefined>
   /** Counts a request of the authenticated key, sets the RateLimit headers, throws 429 over the limit. */
@@ -24,15 +27,28 @@ export interface RateLimits {
   storeStatus(): 'memory' | 'redis' | 'unavailable'
 }
 
+/** The limiter's options: made once, not per request. */
+const COUNT = { increment: true }
+const READ = { increment: false }
+const NOT_LIMITED: Outcome = { remaining: 0, ttlInSeconds: 0, isExceeded: false }
+/** Only an allow-list (none here) yields `isAllowed`; it is then never over the limit. */
+const outcomeOf = (result: Outcome | { isAllowed: true }): Outcome => ('isAllowed' in result && result.isAllowed ? NOT_LIMITED : (result as Outcome))
+
 /** Counts a request refused with 429, by limit, for the metrics; the limits never see the registry. */
 export type CountRateLimited = (limit: 'per-key' | 'failed-auth') => void
 
-/** IETF draft-ietf-httpapi-ratelimit-headers: the policy and what is left of it. */
+/** IETF draft-ietf-httpapi-ratelimit-headers: the policy, which never changes. */
+const policyHeader = (policy: string, quota: number) => `"${policy}";q=${quota};w=${WINDOW_MS / 1000}`
+
+/** What is left of the policy; undefined when the store did not answer (ttl 0: Redis down, failing open). */
+const remainingHeader = (policy: string, outcome: Outcome) =>
+  outcome.ttlInSeconds > 0 ? `"${policy}";r=${outcome.remaining};t=${outcome.ttlInSeconds}` : undefined
+
+/** Both RateLimit headers of an answer. */
 function headers(policy: string, quota: number, outcome: Outcome): Record<string, string> {
-  const result: Record<string, string> = { 'ratelimit-policy': `"${policy}";q=${quota};w=${WINDOW_MS / 1000}` }
-  // ttl 0 means the store did not answer (Redis down, failing open): nothing true to say.
-  if (outcome.ttlInSeconds > 0) result.ratelimit = `"${policy}";r=${outcome.remaining};t=${outcome.ttlInSeconds}`
-  return result
+  const remaining = remainingHeader(policy, outcome)
+  const policyValue = policyHeader(policy, quota)
+  return remaining === undefined ? { 'ratelimit-policy': policyValue } : { 'ratelimit-policy': policyValue, ratelimit: remaining }
 }
 
 function tooMany(policy: string, quota: number, outcome: Outcome, message: string): ApiError {
@@ -85,21 +101,21 @@ export async function registerRateLimits(
   // on every authenticated request. With Redis, other instances count too, and the store is always asked.
   const failing = redis === undefined ? createFailingAddresses() : undefined
   type Limiter = typeof perKey
-  // Only an allow-list (none here) yields `isAllowed`; it is then never over the limit.
-  const check = async (limiter: Limiter, request: FastifyRequest, increment: boolean): Promise<Outcome> => {
-    const result = await limiter(request, { increment })
-    return result.isAllowed ? { remaining: 0, ttlInSeconds: 0, isExceeded: false } : result
-  }
+  const check = async (limiter: Limiter, request: FastifyRequest, increment: boolean): Promise<Outcome> =>
+    outcomeOf(await limiter(request, increment ? COUNT : READ))
+
+  const perKeyPolicy = policyHeader('per-key', perKeyPerMinute)
 
   return {
-    async guardFailedAuth(request) {
-      if (failedAuthPerMinute === 0 || failing?.clean(request.ip) === true) return
-      const outcome = await check(failedAuth, request, false)
-      // After `max` failures the next one counts as over; an address already over is refused.
-      if (outcome.isExceeded) {
-        countRateLimited('failed-auth')
-        throw tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage)
-      }
+    guardFailedAuth(request) {
+      if (failedAuthPerMinute === 0 || failing?.clean(request.ip) === true) return undefined
+      return check(failedAuth, request, false).then((outcome) => {
+        // After `max` failures the next one counts as over; an address already over is refused.
+        if (outcome.isExceeded) {
+          countRateLimited('failed-auth')
+          throw tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage)
+        }
+      })
     },
     async recordFailedAuth(request) {
       if (failedAuthPerMinute === 0) return undefined
@@ -111,12 +127,15 @@ export async function registerRateLimits(
     },
     async limitKey(request, reply) {
       if (perKeyPerMinute === 0) return
-      const outcome = await check(perKey, request, true)
+      const outcome = outcomeOf(await perKey(request, COUNT))
       if (outcome.isExceeded) {
         countRateLimited('per-key')
         throw tooMany('per-key', perKeyPerMinute, outcome, `Rate limit of ${perKeyPerMinute} requests per minute for this API key exceeded.`)
       }
-      reply.headers(headers('per-key', perKeyPerMinute, outcome))
+      // Set one by one: the policy's text is made once, and no object per request.
+      reply.header('ratelimit-policy', perKeyPolicy)
+      const remaining = remainingHeader('per-key', outcome)
+      if (remaining !== undefined) reply.header('ratelimit', remaining)
     },
     storeStatus: () => (redis === undefined ? 'memory' : redis.status === 'ready' ? 'redis' : 'unavailable'),
   }

@@ -62,8 +62,11 @@ export interface ApiKeysService {
   list(): Promise<ApiKey[]>
   /** The key as revoked; `already` when it had been revoked before (its revocation time is kept). */
   revoke(id: string): Promise<{ key: ApiKey; already: boolean } | undefined>
-  /** The key a request presented, if it is valid here and now; undefined otherwise. */
-  authenticate(secret: string): Promise<ApiKey | undefined>
+  /**
+   * The key a request presented, if it is valid here and now; undefined otherwise. Answered at once,
+   * without a promise, when the key was read within KEY_RECHECK_MS (every request of a busy client).
+   */
+  authenticate(secret: string): ApiKey | undefined | Promise<ApiKey | undefined>
 }
 
 export function createApiKeysService(deps: {
@@ -77,9 +80,8 @@ export function createApiKeysService(deps: {
   // Keys that authenticated, by secret hash (never by secret): a request then costs no lookup.
   // Unknown secrets are not remembered, so guessing cannot fill the memory.
   const known = new Map<string, { key: ApiKey; readAt: number }>()
+  const isFresh = (remembered: { readAt: number }, now: number) => now - remembered.readAt < KEY_RECHECK_MS && now >= remembered.readAt
   const recall = async (secretHash: string, now: number) => {
-    const remembered = known.get(secretHash)
-    if (remembered !== undefined && now - remembered.readAt < KEY_RECHECK_MS && now >= remembered.readAt) return remembered
     known.delete(secretHash)
     // Lookup by hash: comparing hashes leaks nothing useful about the secret through timing.
     const key = await apiKeys.findBySecretHash(secretHash)
@@ -88,6 +90,14 @@ export function createApiKeysService(deps: {
     const fresh = { key, readAt: now }
     known.set(secretHash, fresh)
     return fresh
+  }
+  /** The key, if it is valid now; `last used` is written (and waited for) at most once a minute. */
+  const admit = (remembered: { key: ApiKey }, now: number): ApiKey | undefined | Promise<ApiKey> => {
+    const { key } = remembered
+    if (key.environment !== environment || key.revokedAt !== null) return undefined
+    if (key.expiresAt !== null && key.expiresAt <= now) return undefined
+    if (key.lastUsedAt !== null && key.lastUsedAt > now - LAST_USED_RESOLUTION_MS) return key
+    return apiKeys.touch(key.id, now, now - LAST_USED_RESOLUTION_MS).then(() => (remembered.key = { ...key, lastUsedAt: now }))
   }
 
   const newKey = (
@@ -154,20 +164,14 @@ export function createApiKeysService(deps: {
       return key === undefined ? undefined : { key, already: key.revokedAt !== now }
     },
 
-    async authenticate(secret) {
+    authenticate(secret) {
       // A key of the other environment is refused like any unknown key, without a lookup.
       if (!secret.startsWith(prefix)) return undefined
       const now = clock.now()
-      const remembered = await recall(hashSecret(secret), now)
-      if (remembered === undefined) return undefined
-      const { key } = remembered
-      if (key.environment !== environment || key.revokedAt !== null) return undefined
-      if (key.expiresAt !== null && key.expiresAt <= now) return undefined
-      if (key.lastUsedAt === null || key.lastUsedAt <= now - LAST_USED_RESOLUTION_MS) {
-        await apiKeys.touch(key.id, now, now - LAST_USED_RESOLUTION_MS)
-        remembered.key = { ...key, lastUsedAt: now }
-      }
-      return remembered.key
+      const secretHash = hashSecret(secret)
+      const remembered = known.get(secretHash)
+      if (remembered !== undefined && isFresh(remembered, now)) return admit(remembered, now)
+      return recall(secretHash, now).then((read) => (read === undefined ? undefined : admit(read, now)))
     },
   }
 }
