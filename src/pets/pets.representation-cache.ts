@@ -25,8 +25,11 @@ interface Built {
 }
 
 export interface RepresentationCache {
-  /** The cached answer for `key`, or the answer `build()` reads, kept as long as it is known to be current. */
-  get(key: string, build: () => Promise<Built>): Promise<Representation>
+  /**
+   * The cached answer for `key`, at once, or (a promise of) the answer `build()` reads, kept as long as it is
+   * known to be current.
+   */
+  get(key: string, build: () => Promise<Built>): Representation | Promise<Representation>
 }
 
 /**
@@ -80,7 +83,7 @@ export function createRepresentationCache({
   if (version !== undefined) {
     let cachedAt = Number.NaN
     return {
-      async get(key, build) {
+      get(key, build) {
         const before = version()
         if (before !== cachedAt) {
           entries.clear()
@@ -89,11 +92,12 @@ export function createRepresentationCache({
         }
         const hit = entries.get(key)
         if (hit !== undefined) return hit.answer
-        const { answer } = await build()
-        // Kept only if nothing changed while it was read (versions only grow, so then no other
-        // request has emptied the cache meanwhile): it is exactly the data of `before`.
-        if (version() === before) keep(key, answer, 0)
-        return answer
+        return build().then(({ answer }) => {
+          // Kept only if nothing changed while it was read (versions only grow, so then no other
+          // request has emptied the cache meanwhile): it is exactly the data of `before`.
+          if (version() === before) keep(key, answer, 0)
+          return answer
+        })
       },
     }
   }
@@ -114,14 +118,15 @@ export function createRepresentationCache({
     return false
   }
   return {
-    async get(key, build) {
+    get(key, build) {
       const now = clock.now()
       const hit = entries.get(key)
       if (hit !== undefined && now - hit.readAt < FINAL_RECHECK_MS && now >= hit.readAt) return hit.answer
-      const { answer, final } = await build()
-      if (!final) forget(key)
-      else if (hit !== undefined || cameBack(key, now)) keep(key, answer, now)
-      return answer
+      return build().then(({ answer, final }) => {
+        if (!final) forget(key)
+        else if (hit !== undefined || cameBack(key, now)) keep(key, answer, now)
+        return answer
+      })
     },
   }
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, onRequestHookHandler } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { requireScope } from '../api-keys/api-keys.auth.js'
 import type { Clock } from '../clock.js'
@@ -16,7 +16,7 @@ export interface PetsRoutesDeps {
   pets: PetsService
   /** createPet with an `Idempotency-Key` header goes through it. */
   idempotency: IdempotencyService
-  authenticate: onRequestAsyncHookHandler
+  authenticate: onRequestHookHandler
   /** Hooks of the deprecated getPet: headers on every response; the gate counts the call and answers 410 after the sunset. */
   getPetDeprecation: DeprecationHooks
   publicBaseUrl: string
@@ -56,11 +56,14 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     if (answer.link !== undefined) reply.header('link', answer.link)
     return reply.send(answer.body)
   }
+  // A cached answer is sent at once: the reads' handlers return a promise only when they read.
+  const sendWhenRead = (reply: FastifyReply, answer: Representation | Promise<Representation>) =>
+    answer instanceof Promise ? answer.then((read) => send(reply, read)) : send(reply, answer)
 
-  app.get(PETS_PATH, { schema: listPetsSchema, onRequest: [authenticate, requireScope('pets:read')], onSend: conditionalGet }, async (request, reply) => {
+  app.get(PETS_PATH, { schema: listPetsSchema, onRequest: [authenticate, requireScope('pets:read')], onSend: conditionalGet }, (request, reply) => {
     const { status, cursor } = request.query
     const limit = request.query.limit === undefined ? LIMIT_DEFAULT : Number(request.query.limit)
-    const answer = await answers.get(`list ${limit} ${status ?? ''} ${cursor ?? ''}`, async () => {
+    const answer = answers.get(`list ${limit} ${status ?? ''} ${cursor ?? ''}`, async () => {
       const { pets: found, next } = await pets.list({ limit, status, cursor })
       let link: string | undefined
       if (next !== undefined) {
@@ -69,7 +72,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
       }
       return { answer: representation(serializer200(reply)(found), link), final: next !== undefined }
     })
-    return send(reply, answer)
+    return sendWhenRead(reply, answer)
   })
 
   app.post(PETS_PATH, { schema: createPetSchema, onRequest: [authenticate, requireScope('pets:write')] }, async (request, reply) => {
@@ -102,13 +105,13 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
       onRequest: [getPetDeprecation.headers, authenticate, getPetDeprecation.gate, requireScope('pets:read')],
       onSend: conditionalGet,
     },
-    async (request, reply) => {
+    (request, reply) => {
       const { petId } = request.params
-      const answer = await answers.get(`pet ${petId}`, async () => {
+      const answer = answers.get(`pet ${petId}`, async () => {
         const serialize = serializer200(reply)
         return { answer: representation(serialize(await pets.get(BigInt(petId)))), final: true }
       })
-      return send(reply, answer)
+      return sendWhenRead(reply, answer)
     },
   )
 }
