@@ -17,7 +17,7 @@ import { registerJsonBodyParser } from './http/json-body.js'
 import { registerLoadShedding } from './http/load-shedding.js'
 import { createMetrics, type Metrics, registerRequestMetrics } from './http/metrics.js'
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js'
-import { echoRequestId, registerRequestLog, requestIdOf } from './http/request-log.js'
+import { echoRequestId, noChildLogger, registerRequestLog, requestIdOf } from './http/request-log.js'
 import type { CertificatePair } from './http/tls.js'
 import { createValidatorCompiler } from './http/validation.js'
 import { createIdempotencyService } from './idempotency/idempotency.service.js'
@@ -68,6 +68,7 @@ export async function buildApp({
     loggerInstance: logger,
     // One line per request is written by the onResponse hook below instead.
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: noChildLogger,
     genReqId: requestIdOf(containsKey),
     requestIdHeader: false,
     return503OnClosing: false,

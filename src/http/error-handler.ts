@@ -55,10 +55,10 @@ export function registerErrorHandling(app: FastifyInstance, isUnavailable: (erro
   app.setErrorHandler((error, request, reply) => {
     const apiError = toApiError(error, isUnavailable)
     if (apiError !== undefined) {
-      if (apiError.status >= 500) request.log.error({ err: error }, 'request failed')
+      if (apiError.status >= 500) request.log.error({ reqId: request.id, err: error }, 'request failed')
       return sendError(reply, apiError)
     }
-    request.log.error({ err: error }, 'unhandled error')
+    request.log.error({ reqId: request.id, err: error }, 'unhandled error')
     return sendError(reply, new ApiError('internal_error', `Internal error; quote request id ${request.id} when reporting it.`))
   })
 

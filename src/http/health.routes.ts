@@ -41,7 +41,7 @@ export function registerHealthRoutes(
     try {
       await storage.ping()
     } catch (error) {
-      request.log.warn({ err: error }, 'readiness check failed')
+      request.log.warn({ reqId: request.id, err: error }, 'readiness check failed')
       throw new ApiError('unavailable', 'The database is not answering.', { 'retry-after': '5' })
     }
     const rateLimitStore = rateLimitStoreStatus()
