@@ -30,17 +30,23 @@ export interface DeprecationRecorderDeps {
   onFlushError: (error: unknown) => void
 }
 
-function merge(into: Map<string, DeprecatedCalls>, counts: DeprecatedCalls): void {
-  const id = `${counts.operation}\u0000${counts.keyId}`
-  const known = into.get(id)
+/** Counts by operation, then by key id: a call of a key already counted changes numbers only. */
+type Pending = Map<string, Map<string, DeprecatedCalls>>
+
+function merge(into: Pending, counts: DeprecatedCalls): void {
+  let byKey = into.get(counts.operation)
+  if (byKey === undefined) into.set(counts.operation, (byKey = new Map<string, DeprecatedCalls>()))
+  const known = byKey.get(counts.keyId)
   if (known === undefined) {
-    into.set(id, { ...counts })
+    byKey.set(counts.keyId, { ...counts })
     return
   }
   known.calls += counts.calls
   known.firstSeen = Math.min(known.firstSeen, counts.firstSeen)
   known.lastSeen = Math.max(known.lastSeen, counts.lastSeen)
 }
+
+const allCounts = (pending: Pending): DeprecatedCalls[] => [...pending.values()].flatMap((byKey) => [...byKey.values()])
 
 export function createDeprecationRecorder({
   deprecations,
@@ -50,7 +56,7 @@ export function createDeprecationRecorder({
 }: DeprecationRecorderDeps): DeprecationRecorder {
   // One entry per (operation, key): memory is bounded by the number of keys that call, even while
   // the database is away and nothing can be written.
-  let pending = new Map<string, DeprecatedCalls>()
+  let pending: Pending = new Map()
   // Flushes run one after another: two at once could both fail and put back the same counts.
   let flushing: Promise<void> = Promise.resolve()
 
@@ -59,9 +65,9 @@ export function createDeprecationRecorder({
     const batch = pending
     pending = new Map()
     try {
-      await deprecations.add([...batch.values()])
+      await deprecations.add(allCounts(batch))
     } catch (error) {
-      for (const counts of batch.values()) merge(pending, counts)
+      for (const counts of allCounts(batch)) merge(pending, counts)
       onFlushError(error)
     }
   }
@@ -76,7 +82,12 @@ export function createDeprecationRecorder({
   return {
     record(operation, keyId) {
       const now = clock.now()
-      merge(pending, { operation, keyId, calls: 1, firstSeen: now, lastSeen: now })
+      const known = pending.get(operation)?.get(keyId)
+      if (known === undefined) merge(pending, { operation, keyId, calls: 1, firstSeen: now, lastSeen: now })
+      else {
+        known.calls++
+        known.lastSeen = Math.max(known.lastSeen, now)
+      }
     },
     flush,
     async close() {
