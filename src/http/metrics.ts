@@ -1,19 +1,13 @@
 import type { FastifyInstance } from 'fastify'
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, type Metric, Registry, collectDefaultMetrics } from 'prom-client'
 import type { PoolStats } from '../storage/storage.js'
 import type { CountOverloaded } from './load-shedding.js'
-
-/** The series the request hook records into. */
-interface HttpMetrics {
-  readonly requests: Counter<'method' | 'route' | 'status'>
-  readonly duration: Histogram<'method' | 'route' | 'status'>
-}
 
 /** The registry of one process, where features add their own counters, and the counters of the HTTP layer. */
 export interface Metrics {
   readonly registry: Registry
-  /** For `registerRequestMetrics`. */
-  readonly http: HttpMetrics
+  /** For `registerRequestMetrics`: one answered request and its duration. */
+  readonly countRequest: CountRequest
   /** For the error handler: a request answered 503 because the database could not serve it. */
   readonly countDatabaseUnavailable: () => void
   /** For the load shedding: a request answered 503 `overloaded`. */
@@ -22,14 +16,73 @@ export interface Metrics {
   watchPool(stats: () => PoolStats): void
 }
 
-interface RequestSeries {
-  count: { inc(): void }
-  duration: { observe(seconds: number): void }
+type CountRequest = (method: string, route: string, status: number, seconds: number) => void
+
+/**
+ * One series of a Counter, counted in a plain number where it happens and handed to prom-client
+ * when the registry is scraped (`tallyCounter`).
+ */
+export interface Tally<L extends string> {
+  readonly labels: Readonly<Record<L, string>>
+  /** Everything counted since the process started. */
+  count: number
+  /** Of `count`, what the prom-client Counter holds already. */
+  handedOver: number
+}
+
+/**
+ * A Counter of `registry` whose series are `tallies`. `tallies` must list them in the order they
+ * were first counted, and only once counted: that is the order, and the moment, in which `inc` on
+ * each call would have made prom-client show them. `forget` empties `tallies` (and whatever finds them).
+ *
+ * Why: prom-client's `inc`, even on a series from `labels()`, hashes the labels, validates them and
+ * returns a new object at every call. Counting in a plain number costs an addition, and the
+ * Counter's documented `collect()` hook, which the registry calls at each scrape before reading
+ * the values, hands prom-client the increase with one `inc` per series. What a scrape shows, in
+ * this process and summed over `--workers` by the AggregatorRegistry, is what `inc` on each call
+ * would have shown: a Counter as any other, only told later.
+ */
+export function tallyCounter<L extends string>(
+  registry: Registry,
+  config: { name: string; help: string; labelNames: readonly L[] },
+  tallies: readonly Tally<L>[],
+  forget: () => void,
+): void {
+  // `registry.resetMetrics()` empties the Counter: the tallies must start over with it, as the series
+  // of `labels()` do. The constructor resets too, before anything is counted.
+  class TallyCounter extends Counter<L> {
+    override reset(): void {
+      super.reset()
+      forget()
+    }
+  }
+  new TallyCounter({
+    ...config,
+    registers: [registry],
+    collect() {
+      for (const tally of tallies) {
+        const increase = tally.count - tally.handedOver
+        if (increase === 0) continue
+        this.inc(tally.labels, increase)
+        tally.handedOver = tally.count
+      }
+    },
+  })
+}
+
+type RequestLabel = 'method' | 'route' | 'status'
+
+/** The requests of one (method, route, status): their counter and their duration histogram. */
+interface RequestSeries extends Tally<RequestLabel> {
+  /** Observations per bucket (not cumulative); the last slot holds those above every bound. */
+  readonly buckets: Float64Array
+  /** Seconds, added in the order of the requests, as prom-client's `observe` adds them. */
+  sum: number
 }
 
 // Most requests are answered well under the lowest buckets' bounds: those tell a slow database from
 // a normal day (docs/decisions/0008-metrics.md); the high ones catch timeouts.
-const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
+const DURATION_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
 
 /** A route label for requests that matched no route: their raw URLs would be unbounded. */
 const UNMATCHED_ROUTE = 'unmatched'
@@ -43,19 +96,7 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
   const registry = new Registry()
   if (processMetrics) collectDefaultMetrics({ register: registry })
 
-  const requests = new Counter({
-    name: 'petstore_http_requests_total',
-    help: 'HTTP requests answered, by method, route template and status.',
-    labelNames: ['method', 'route', 'status'] as const,
-    registers: [registry],
-  })
-  const duration = new Histogram({
-    name: 'petstore_http_request_duration_seconds',
-    help: 'Time from the first byte of the request to the end of the response, by method, route template and status.',
-    labelNames: ['method', 'route', 'status'] as const,
-    buckets: DURATION_BUCKETS,
-    registers: [registry],
-  })
+  const countRequest = createRequestMetrics(registry)
   const databaseUnavailable = new Counter({
     name: 'petstore_db_unavailable_total',
     help: 'Requests answered 503 because the database could not serve them (busy, full, read-only, unreachable).',
@@ -74,7 +115,7 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
 
   return {
     registry,
-    http: { requests, duration },
+    countRequest,
     countDatabaseUnavailable: () => databaseUnavailable.inc(),
     countOverloaded: (reason) => overloadSeries[reason].inc(),
     watchPool(stats) {
@@ -111,31 +152,104 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
   }
 }
 
-/**
- * Counts every response in one onResponse hook: requests and their duration by method, route
- * template and status. The series of each (method, route, status) are looked up once and cached,
- * so a request costs a few map lookups plus prom-client's own work.
- */
-export function registerRequestMetrics(app: FastifyInstance, metrics: Metrics): void {
-  const { requests, duration } = metrics.http
-  const byMethod = new Map<string, Map<string, Map<number, RequestSeries>>>()
+interface HistogramSample {
+  value: number
+  metricName: string
+  labels: Readonly<Record<string, string | number>>
+}
 
-  app.addHook('onResponse', (request, reply, done) => {
-    const { method } = request
-    const route = request.routeOptions.url ?? UNMATCHED_ROUTE
+/** What prom-client's Registry reads of a metric: for its text, for the AggregatorRegistry's JSON, and on `resetMetrics()`. */
+interface RegistryMetric {
+  readonly name: string
+  readonly help: string
+  readonly type: 'histogram'
+  readonly aggregator: 'sum'
+  get(): Promise<{ name: string; help: string; type: 'histogram'; aggregator: 'sum'; values: HistogramSample[] }>
+  reset(): void
+}
+
+/**
+ * `petstore_http_requests_total` and `petstore_http_request_duration_seconds` in `registry`, and
+ * the function that counts one request into both.
+ */
+function createRequestMetrics(registry: Registry): CountRequest {
+  const labelNames = ['method', 'route', 'status'] as const
+  // In the order first counted: the order of prom-client's series (see tallyCounter).
+  const all: RequestSeries[] = []
+  const byMethod = new Map<string, Map<string, Map<number, RequestSeries>>>()
+  const forget = () => {
+    all.length = 0
+    byMethod.clear()
+  }
+
+  tallyCounter(registry, { name: 'petstore_http_requests_total', help: 'HTTP requests answered, by method, route template and status.', labelNames }, all, forget)
+
+  // The histogram is an object of our own, registered as a metric. prom-client has no public way to
+  // set a Histogram's buckets and sum, so its collect() hook could only replay every observation:
+  // that would move `observe`'s cost to the scrape, not save it. Its Registry reads a metric through
+  // `get()` and `reset()` alone, and prom-client registers such plain objects itself (the
+  // AggregatorRegistry's sums). `get()` gives what a Histogram with these buckets gives, in its order
+  // and with its labels in its order; the sum is the same number, the durations being added in the
+  // same order. Nothing of it runs per request; a scrape reads each series once.
+  const name = 'petstore_http_request_duration_seconds'
+  const help = 'Time from the first byte of the request to the end of the response, by method, route template and status.'
+  const [bucketName, sumName, countName] = [`${name}_bucket`, `${name}_sum`, `${name}_count`]
+  const histogram: RegistryMetric = {
+    name,
+    help,
+    type: 'histogram',
+    aggregator: 'sum',
+    get() {
+      const values: HistogramSample[] = []
+      for (const { labels, buckets, sum, count } of all) {
+        let cumulative = 0
+        DURATION_BUCKETS.forEach((bound, i) => {
+          cumulative += buckets[i] ?? 0
+          values.push({ value: cumulative, metricName: bucketName, labels: { le: bound, ...labels } })
+        })
+        values.push(
+          { value: count, metricName: bucketName, labels: { le: '+Inf', ...labels } },
+          { value: sum, metricName: sumName, labels },
+          { value: count, metricName: countName, labels },
+        )
+      }
+      return Promise.resolve({ name, help, type: 'histogram', aggregator: 'sum', values })
+    },
+    reset: forget,
+  }
+  // prom-client's types accept only its own four classes here; the Registry reads what is said above.
+  registry.registerMetric(histogram as unknown as Metric)
+
+  return (method, route, status, seconds) => {
     let byRoute = byMethod.get(method)
     if (byRoute === undefined) byMethod.set(method, (byRoute = new Map<string, Map<number, RequestSeries>>()))
     let byStatus = byRoute.get(route)
     if (byStatus === undefined) byRoute.set(route, (byStatus = new Map<number, RequestSeries>()))
-    const status = reply.statusCode
     let series = byStatus.get(status)
     if (series === undefined) {
-      const labels = [method, route, String(status)] as const
-      series = { count: requests.labels(...labels), duration: duration.labels(...labels) }
+      series = { labels: { method, route, status: String(status) }, count: 0, handedOver: 0, buckets: new Float64Array(DURATION_BUCKETS.length + 1), sum: 0 }
       byStatus.set(status, series)
+      all.push(series)
     }
-    series.count.inc()
-    series.duration.observe(reply.elapsedTime / 1000)
+    series.count++
+    series.sum += seconds
+    // The first bound the duration does not exceed, as prom-client's `observe` finds it. An index
+    // loop: for…of leaving early through `break` allocates an iterator at each request.
+    let bucket = 0
+    while (bucket < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[bucket] ?? Infinity)) bucket++
+    series.buckets[bucket] = (series.buckets[bucket] ?? 0) + 1
+  }
+}
+
+/**
+ * Counts every response in one onResponse hook: requests and their duration by method, route
+ * template and status. The series of each (method, route, status) are looked up once and cached,
+ * so a request costs a few map lookups and additions.
+ */
+export function registerRequestMetrics(app: FastifyInstance, metrics: Metrics): void {
+  const { countRequest } = metrics
+  app.addHook('onResponse', (request, reply, done) => {
+    countRequest(request.method, request.routeOptions.url ?? UNMATCHED_ROUTE, reply.statusCode, reply.elapsedTime / 1000)
     done()
   })
 }
