@@ -17,6 +17,7 @@ import { registerJsonBodyParser } from './http/json-body.js'
 import { registerLoadShedding } from './http/load-shedding.js'
 import { createMetrics, type Metrics, registerRequestMetrics } from './http/metrics.js'
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js'
+import { decorateMatchedRoute } from './http/route.js'
 import { echoRequestId, noChildLogger, registerRequestLog, requestIdOf } from './http/request-log.js'
 import type { CertificatePair } from './http/tls.js'
 import { createValidatorCompiler } from './http/validation.js'
@@ -89,6 +90,7 @@ export async function buildApp({
   app.setValidatorCompiler(createValidatorCompiler(sharedSchemas, containsKey))
   app.decorateRequest('apiKey', null)
   app.decorateRequest('errorCode', null)
+  decorateMatchedRoute(app)
 
   // The hooks every request runs take a callback rather than return a promise: at thousands of
   // requests a second, a promise and a microtask per hook are a measurable share of the work.

@@ -13,6 +13,24 @@ export function parseIntegerText(text: string): bigint | undefined {
   return INTEGER_TEXT.test(text) && text !== '-0' && text.length <= 20 ? BigInt(text) : undefined
 }
 
+/** Digits a number always holds exactly: 15 of them stay below 2^53. */
+const EXACT_NUMBER_DIGITS = 15
+
+/**
+ * Whether `text` is the decimal text of an integer (as parseIntegerText reads it) from `minimum` to `maximum`.
+ * A short text is compared as a number, without making a BigInt: it is exact, and a bound's nearest number
+ * orders against it as the bound does (a bound that is not exact lies beyond 2^53, farther than the text).
+ */
+export function integerTextWithin(text: string, minimum: bigint, maximum: bigint): boolean {
+  if (text.length > EXACT_NUMBER_DIGITS) {
+    const parsed = parseIntegerText(text)
+    return parsed !== undefined && parsed >= minimum && parsed <= maximum
+  }
+  if (!INTEGER_TEXT.test(text) || text === '-0') return false
+  const value = Number(text)
+  return value >= Number(minimum) && value <= Number(maximum)
+}
+
 /**
  * The int64 range's ends as a JSON Schema carries them (the nearest number: 2^63 for 2^63 - 1),
  * and their exact digits.

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
+import { INT64_MAX as INT64_MAX_VALUE, INT64_MIN, integerTextWithin, parseIntegerText } from '../src/int64.js'
 import { ENGINES, errorBody, listPetsText, postPet, useTestApp } from './helper.js'
 
 // Every expectation here is on the raw response text: JSON.parse would round these ids to doubles.
@@ -97,3 +98,35 @@ for (const engine of ENGINES) {
     })
   })
 }
+
+describe('integerTextWithin', () => {
+  // The reference: the text parsed as a BigInt and compared exactly.
+  const reference = (text: string, minimum: bigint, maximum: bigint) => {
+    const parsed = parseIntegerText(text)
+    return parsed !== undefined && parsed >= minimum && parsed <= maximum
+  }
+  const P53 = 2n ** 53n
+  const bounds = [INT64_MIN, -P53 - 1n, -P53, -P53 + 1n, -1n, 0n, 1n, 999_999_999_999_999n, 10n ** 15n, P53 - 1n, P53, P53 + 1n, INT64_MAX_VALUE]
+  // Texts at every length that matters, around the bounds and the 15-digit edge, and malformed ones.
+  const texts = new Set(['', '-', '-0', '0', '00', '01', '+1', '1e3', ' 1', '1 ', '1.0', '１', '9'.repeat(15), '9'.repeat(16), '1' + '0'.repeat(15)])
+  for (const bound of bounds) for (const delta of [-1n, 0n, 1n]) texts.add(String(bound + delta))
+  for (let length = 1; length <= 21; length++) {
+    texts.add('7'.repeat(length))
+    texts.add(`-${'3'.repeat(length)}`)
+    texts.add(`1${'0'.repeat(length - 1)}`)
+  }
+
+  it('answers as the exact BigInt comparison for every text and pair of bounds', () => {
+    let compared = 0
+    for (const text of texts) {
+      for (const minimum of bounds) {
+        for (const maximum of bounds) {
+          if (minimum > maximum) continue
+          assert.equal(integerTextWithin(text, minimum, maximum), reference(text, minimum, maximum), `${JSON.stringify(text)} in [${minimum}, ${maximum}]`)
+          compared++
+        }
+      }
+    }
+    assert.ok(compared > 5_000)
+  })
+})

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { routeOf } from './route.js'
 import { Counter, Gauge, type Metric, Registry, collectDefaultMetrics } from 'prom-client'
 import type { PoolStats } from '../storage/storage.js'
 import type { CountOverloaded } from './load-shedding.js'
@@ -249,7 +250,7 @@ function createRequestMetrics(registry: Registry): CountRequest {
 export function registerRequestMetrics(app: FastifyInstance, metrics: Metrics): void {
   const { countRequest } = metrics
   app.addHook('onResponse', (request, reply, done) => {
-    countRequest(request.method, request.routeOptions.url ?? UNMATCHED_ROUTE, reply.statusCode, reply.elapsedTime / 1000)
+    countRequest(request.method, routeOf(request) ?? UNMATCHED_ROUTE, reply.statusCode, reply.elapsedTime / 1000)
     done()
   })
 }

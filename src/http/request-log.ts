@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
+import { routeOf } from './route.js'
 
 /** The one line logged per request. */
 interface RequestLogLine {
@@ -51,7 +52,7 @@ export function registerRequestLog(
   traceIds: (() => { traceId: string; spanId: string } | undefined) | undefined,
 ): void {
   app.addHook('onResponse', (request, reply, done) => {
-    const route = request.routeOptions.url
+    const route = routeOf(request)
     const line: RequestLogLine = {
       reqId: request.id,
       method: request.method,

@@ -1,6 +1,6 @@
 import { Kind, type SchemaOptions, type Static, type TSchema, Type, TypeRegistry, type TUnsafe } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { INT64_MAX, INT64_MIN, parseIntegerText } from '../int64.js'
+import { INT64_MAX, INT64_MIN, integerTextWithin } from '../int64.js'
 
 /*
  * Custom TypeBox kinds. Each validates what the service really receives (a BigInt from the
@@ -28,11 +28,10 @@ interface RangedSchema extends TSchema {
 /** Teaches TypeBox's (global) registry the checks of the kinds below; idempotent. */
 export function registerSchemaKinds(): void {
   TypeRegistry.Set<RangedSchema>('Int64', (schema, value) => typeof value === 'bigint' && inRange(value, schema[Range]))
-  TypeRegistry.Set<RangedSchema>('IntegerText', (schema, value) => {
-    if (typeof value !== 'string') return false
-    const parsed = parseIntegerText(value)
-    return parsed !== undefined && inRange(parsed, schema[Range])
-  })
+  TypeRegistry.Set<RangedSchema>(
+    'IntegerText',
+    (schema, value) => typeof value === 'string' && integerTextWithin(value, schema[Range].minimum, schema[Range].maximum),
+  )
   TypeRegistry.Set<NamedSchema>('Named', (schema, value) => Value.Check(schema[Target], value))
   TypeRegistry.Set<TSchema & { enum: string[] }>(
     'StringEnum',
