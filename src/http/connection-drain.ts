@@ -4,6 +4,9 @@ import net, { type Socket } from 'node:net'
 /** How often the connections are looked at once the listener is closed. */
 const CHECK_INTERVAL_MS = 25
 
+/** Connections followed before the first sweep of closed ones. */
+const SWEEP_MIN = 64
+
 interface ConnectionState {
   /** Requests read and not yet answered. */
   answering: Set<ServerResponse>
@@ -38,9 +41,17 @@ export function followConnections(server: Server, now: () => number = () => perf
   const connections = new Map<Socket, ConnectionState>()
   let closing = false
   // Over TLS (src/http/tls.ts) requests arrive on the TLS socket that wraps the TCP one: that is the one to follow.
+  // Closed connections are dropped when the map has doubled since it was last swept, not by a 'close'
+  // listener: with a listener of ours on each socket (Node adds and removes one of its own per request),
+  // about a sixth of everything a request allocates survived each young-generation collection
+  // (--trace-gc-nvp under load: 600 KB promoted per scavenge instead of 6 KB), and GC cost a request
+  // several times more.
+  let sweepAt = SWEEP_MIN
   server.on('setSecureContext' in server ? 'secureConnection' : 'connection', (socket: Socket) => {
     connections.set(socket, { answering: new Set(), bytesSeen: 0, quietSince: now() })
-    socket.once('close', () => connections.delete(socket))
+    if (connections.size < sweepAt) return
+    for (const known of connections.keys()) if (known.destroyed) connections.delete(known)
+    sweepAt = Math.max(SWEEP_MIN, 2 * connections.size)
   })
   server.on('request', (request, response) => {
     const state = connections.get(request.socket)
@@ -57,6 +68,10 @@ export function followConnections(server: Server, now: () => number = () => perf
   const closeQuiet = (quietMs: number): void => {
     const at = now()
     for (const [socket, state] of connections) {
+      if (socket.destroyed) {
+        connections.delete(socket)
+        continue
+      }
       // bytesRead counts what Node has read from the kernel, parsed into a request yet or not.
       if (state.answering.size > 0 || socket.bytesRead !== state.bytesSeen) {
         state.bytesSeen = socket.bytesRead
