@@ -1,19 +1,34 @@
-import type { Server, ServerResponse } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import net, { type Socket } from 'node:net'
+import { currentAnswers } from './http-protocol.js'
 
 /** How often the connections are looked at once the listener is closed. */
 const CHECK_INTERVAL_MS = 25
 
-/** Connections followed before the first sweep of closed ones. */
-const SWEEP_MIN = 64
+/** Closed connections kept in the list before it is pruned, at the least. */
+const PRUNE_MIN = 64
 
 interface ConnectionState {
-  /** Requests read and not yet answered. */
-  answering: Set<ServerResponse>
-  /** `socket.bytesRead` when the connection was last seen to make progress. */
+  /** The answer this module made to say `Connection: close`, while that may still be taken back. */
+  closer: ServerResponse | undefined
+  /** `socket.bytesRead` at the last look. */
   bytesSeen: number
-  /** When that was: accepted, a byte read, or an answer finished. */
-  quietSince: number
+  /** The first look since which no answer was in progress and no byte was read; undefined while not quiet. */
+  quietSince: number | undefined
+}
+
+/**
+ * Makes `response`, a connection's latest answer, the one after which it closes. Only the latest may
+ * say so: Node closes a connection after an answer that says `Connection: close`, and would never send
+ * the answers to the pipelined requests behind it, already read and carried out.
+ */
+function closeAfter(state: ConnectionState, response: ServerResponse): void {
+  const previous = state.closer
+  if (previous !== undefined && previous !== response && !previous.headersSent) previous.removeHeader('connection')
+  state.closer = undefined
+  if (response.headersSent) return
+  response.setHeader('connection', 'close')
+  state.closer = response
 }
 
 /** The connections of one HTTP server, followed so that shutdown can close each at a safe moment. */
@@ -21,49 +36,46 @@ export interface ConnectionDrain {
   /** Stops accepting connections; those already accepted are served as before, kept alive. */
   stopAccepting(): void
   /**
-   * From now on every answer says `Connection: close` and its connection closes after it, and a
-   * connection with no request in progress is closed once it has sent nothing for `quietMs`.
-   * Resolves when every connection is closed. Call after `stopAccepting`.
+   * From now on each connection's latest answer says `Connection: close` (unless its headers are
+   * already sent) and the connection closes after it, and a connection with no answer in progress is
+   * closed once it has read nothing for `quietMs`, counted from this call at the earliest. Resolves
+   * when every connection is closed. Call after `stopAccepting`.
    */
   closeConnections(quietMs: number): Promise<void>
 }
 
 /**
- * Follows every connection of `server` from now on. Call before it listens.
+ * Follows every connection of `server`, made by createHttpServer, from now on. Call before it listens.
  *
  * Node's `server.close()` (and Fastify's close, which calls it) destroys every connection without
  * a request in progress at once. That includes a connection accepted a moment ago whose request is
  * already in the kernel's buffer, unread: the kernel answers those bytes with a reset, and the
  * client cannot know whether its request was carried out. Go's `http.Server.Shutdown` is the
  * model here: a connection that has sent nothing yet is given time to send its request.
+ *
+ * Until shutdown a request costs nothing here: the answer each connection is on is recorded by
+ * createHttpServer anyway, and when it finished is not recorded at all. So a connection's quiet time
+ * is found out by the looks during shutdown alone: it starts after the answer's end, never before.
  */
 export function followConnections(server: Server, now: () => number = () => performance.now()): ConnectionDrain {
+  const currentAnswer = currentAnswers(server)
   const connections = new Map<Socket, ConnectionState>()
   let closing = false
+  let pruneAt = PRUNE_MIN
   // Over TLS (src/http/tls.ts) requests arrive on the TLS socket that wraps the TCP one: that is the one to follow.
-  // Closed connections are dropped when the map has doubled since it was last swept, not by a 'close'
-  // listener: with a listener of ours on each socket (Node adds and removes one of its own per request),
-  // about a sixth of everything a request allocates survived each young-generation collection
-  // (--trace-gc-nvp under load: 600 KB promoted per scavenge instead of 6 KB), and GC cost a request
-  // several times more.
-  let sweepAt = SWEEP_MIN
   server.on('setSecureContext' in server ? 'secureConnection' : 'connection', (socket: Socket) => {
-    connections.set(socket, { answering: new Set(), bytesSeen: 0, quietSince: now() })
-    if (connections.size < sweepAt) return
-    for (const known of connections.keys()) if (known.destroyed) connections.delete(known)
-    sweepAt = Math.max(SWEEP_MIN, 2 * connections.size)
+    connections.set(socket, { closer: undefined, bytesSeen: 0, quietSince: undefined })
+    // Closed connections are dropped here, a batch at a time, rather than by a 'close' listener of their
+    // own: Node adds and removes one on the socket for every request, and a third would make it
+    // allocate a new list of listeners each time.
+    if (connections.size < pruneAt) return
+    for (const followed of connections.keys()) if (followed.destroyed) connections.delete(followed)
+    pruneAt = Math.max(PRUNE_MIN, 2 * connections.size)
   })
-  server.on('request', (request, response) => {
+  const closeAfterRequest = (request: IncomingMessage, response: ServerResponse): void => {
     const state = connections.get(request.socket)
-    if (state === undefined) return
-    if (closing) response.setHeader('connection', 'close')
-    state.answering.add(response)
-    response.once('close', () => {
-      state.answering.delete(response)
-      state.bytesSeen = request.socket.bytesRead
-      state.quietSince = now()
-    })
-  })
+    if (state !== undefined) closeAfter(state, response)
+  }
 
   const closeQuiet = (quietMs: number): void => {
     const at = now()
@@ -72,12 +84,14 @@ export function followConnections(server: Server, now: () => number = () => perf
         connections.delete(socket)
         continue
       }
+      const answer = currentAnswer(socket)
       // bytesRead counts what Node has read from the kernel, parsed into a request yet or not.
-      if (state.answering.size > 0 || socket.bytesRead !== state.bytesSeen) {
+      if ((answer !== undefined && !answer.writableFinished) || socket.bytesRead !== state.bytesSeen) {
         state.bytesSeen = socket.bytesRead
-        state.quietSince = at
-      } else if (at - state.quietSince >= quietMs) {
-        socket.destroy()
+        state.quietSince = undefined
+      } else {
+        state.quietSince ??= at
+        if (at - state.quietSince >= quietMs) socket.destroy()
       }
     }
   }
@@ -90,9 +104,15 @@ export function followConnections(server: Server, now: () => number = () => perf
     },
     async closeConnections(quietMs) {
       this.stopAccepting()
-      closing = true
-      for (const { answering } of connections.values()) {
-        for (const response of answering) if (!response.headersSent) response.setHeader('connection', 'close')
+      if (!closing) {
+        closing = true
+        // First, so that `Connection: close` is set before any hook can answer.
+        server.prependListener('request', closeAfterRequest)
+        for (const [socket, state] of connections) {
+          const answer = currentAnswer(socket)
+          if (answer !== undefined) closeAfter(state, answer)
+          state.bytesSeen = socket.bytesRead
+        }
       }
       // Checked after the event loop's poll phase, which reads whatever the kernel holds by then:
       // a request that has arrived is seen as progress rather than destroyed unread.

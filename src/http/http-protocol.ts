@@ -27,7 +27,32 @@ export const MAX_HEADER_LINES = 100
 export const LINGER_MAX_BYTES = 64 * 1024 * 1024
 
 /** Headers a request may carry once: a second one could make a proxy and the service read different values. */
-const SINGLE_HEADERS = new Set(['host', 'authorization', 'content-type', 'idempotency-key', 'x-request-id'])
+const SINGLE_HEADERS = ['host', 'authorization', 'content-type', 'idempotency-key', 'x-request-id']
+
+/**
+ * The index in SINGLE_HEADERS of the header `name`, whatever its case, or -1. Runs on every header
+ * line of every request, so it allocates nothing: no lower-cased copy, no set of names seen.
+ */
+function singleHeaderIndex(name: string): number {
+  for (let index = 0; index < SINGLE_HEADERS.length; index++) {
+    const single = SINGLE_HEADERS[index] ?? ''
+    if (name.length === single.length && sameLetters(name, single)) return index
+  }
+  return -1
+}
+
+/**
+ * Whether `name` lower-cased is `lower`, as `toLowerCase` would say without making a copy: Node reads
+ * a header name's bytes as Latin-1, where no character but A-Z lower-cases to an ASCII letter or `-`.
+ */
+function sameLetters(name: string, lower: string): boolean {
+  for (let i = 0; i < lower.length; i++) {
+    const code = name.charCodeAt(i)
+    const expected = lower.charCodeAt(i)
+    if (code !== expected && !(code >= 0x41 && code <= 0x5a && code + 0x20 === expected)) return false
+  }
+  return true
+}
 
 export interface HttpServerOptions {
   timeouts: { requestMs: number; headersMs: number; keepAliveMs: number }
@@ -91,18 +116,39 @@ export function clientErrorHandler(error: Error & { code?: string; rawPacket?: u
   answerOnSocket(socket, apiError)
 }
 
-/** The request each connection is on, for the lingering close. */
-const currentRequest = new WeakMap<Socket, IncomingMessage>()
+/**
+ * Where a connection keeps the answer it is on: that of its latest request, finished or not, since Node
+ * answers a connection's requests in order. Set on every request, where a property on the socket costs
+ * less than a WeakMap entry or a listener of the response. Read by the lingering close (its request) and
+ * by the shutdown drain (src/http/connection-drain.ts), which learns from it whether an answer is in progress.
+ */
+const CURRENT_ANSWER = Symbol('current answer')
+
+type AnsweringSocket = Socket & { [CURRENT_ANSWER]?: ServerResponse }
+
+/** The servers createHttpServer made: the only ones whose connections record their current answer. */
+const answeringServers = new WeakSet<Server>()
+
+/**
+ * For a server made by createHttpServer, the answer each of its connections is on (undefined before its
+ * first request). Throws for any other server, whose connections record nothing.
+ */
+export function currentAnswers(server: Server): (socket: Socket) => ServerResponse | undefined {
+  if (!answeringServers.has(server)) throw new Error('Only a server made by createHttpServer records the answer each connection is on.')
+  return (socket: AnsweringSocket) => socket[CURRENT_ANSWER]
+}
 
 /**
  * Replaces Node's `destroySoon` for one connection: when the request being answered still has body to
  * come, the answer is sent with a FIN and the rest of the body is read and discarded until it ends (or
  * LINGER_MAX_BYTES, or the request timeout), so that the client reads the answer instead of a reset.
  */
-function lingerBeforeClosing(socket: Socket): void {
+function lingerBeforeClosing(socket: AnsweringSocket): void {
+  // Set here, before any request, so that every connection's socket has the same shape.
+  socket[CURRENT_ANSWER] = undefined
   const destroySoon = socket.destroySoon.bind(socket)
   socket.destroySoon = () => {
-    const request = currentRequest.get(socket)
+    const request = socket[CURRENT_ANSWER]?.req
     if (request === undefined || request.complete) {
       destroySoon()
       return
@@ -137,10 +183,12 @@ export function createHttpServer(handler: RequestListener, { timeouts, tls }: Ht
     requireHostHeader: false,
   }
   const listener: RequestListener = (request, response) => {
-    currentRequest.set(request.socket, request)
+    const socket: AnsweringSocket = request.socket
+    socket[CURRENT_ANSWER] = response
     handler(request, response)
   }
   const server = tls === undefined ? http.createServer(options, listener) : createHttpsServer(options, tls, listener)
+  answeringServers.add(server)
   // Every header line reaches protocolChecks, which refuses more than MAX_HEADER_LINES: Node would drop
   // the lines past its limit silently, an Authorization or Idempotency-Key among them. The size of the
   // header block (16 KiB) still bounds them.
@@ -149,7 +197,8 @@ export function createHttpServer(handler: RequestListener, { timeouts, tls }: Ht
   server.on(tls === undefined ? 'connection' : 'secureConnection', lingerBeforeClosing)
   // Expect: 100-continue is met by Node; anything else is 417, which Node would send empty.
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
-    currentRequest.set(request.socket, request)
+    const socket: AnsweringSocket = request.socket
+    socket[CURRENT_ANSWER] = response
     const error = new ApiError('expectation_failed', 'The only expectation this service meets is "Expect: 100-continue".')
     const { headers, text } = closingAnswer(error, request.socket)
     logger.info({ reqId: headers['X-Request-Id'], method: request.method, route: null, status: error.status, code: error.code }, 'request')
@@ -188,15 +237,17 @@ export const protocolChecks: onRequestHookHandler = (request, reply, done) => {
     sendError(reply, new ApiError('invalid_request', 'An HTTP/1.1 request must carry a Host header.'))
     return
   }
-  const seen = new Set<string>()
+  // A bit per SINGLE_HEADERS entry rather than a set of names: nothing allocated per request.
+  let seen = 0
   for (let i = 0; i < raw.rawHeaders.length; i += 2) {
-    const name = (raw.rawHeaders[i] ?? '').toLowerCase()
-    if (!SINGLE_HEADERS.has(name)) continue
-    if (seen.has(name)) {
-      sendError(reply, new ApiError('invalid_request', `The ${raw.rawHeaders[i] ?? name} header was sent more than once; send it once.`))
+    const name = raw.rawHeaders[i] ?? ''
+    const index = singleHeaderIndex(name)
+    if (index === -1) continue
+    if ((seen & (1 << index)) !== 0) {
+      sendError(reply, new ApiError('invalid_request', `The ${name} header was sent more than once; send it once.`))
       return
     }
-    seen.add(name)
+    seen |= 1 << index
   }
   done()
 }

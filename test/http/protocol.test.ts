@@ -140,6 +140,87 @@ for (const engine of ENGINES) {
         })
       }
 
+      describe('single-valued headers in every casing and position', () => {
+        // Each of the five headers a request may carry once, in four casings, once or twice (every pair of
+        // casings), at the start, the end or both ends of the header block; and names of the same length
+        // that differ by one character, sent twice, which are not single-valued. The answer must be what a
+        // case-insensitive comparison of the names gives, and the 400 names the second line as sent.
+        const casings: Record<string, (name: string) => string> = {
+          lower: (name) => name,
+          upper: (name) => name.toUpperCase(),
+          title: (name) => name.replace(/(^|-)([a-z])/g, (_, dash: string, letter: string) => dash + letter.toUpperCase()),
+          alternating: (name) => [...name].map((char, i) => (i % 2 === 1 ? char.toUpperCase() : char)).join(''),
+        }
+        const singles = ['host', 'authorization', 'content-type', 'idempotency-key', 'x-request-id'] as const
+        const nearMisses = ['hast', 'authorizatiom', 'content-typo', 'content_type', 'idempotency-kez', 'x-request-ie']
+        const valueOf = (name: string): string =>
+          ({ host: 'a', authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': 'grid-key', 'x-request-id': 'grid-id' })[
+            name.toLowerCase()
+          ] ?? 'x'
+        /** Sends GET /v1/pets with Host and Authorization (unless `lines` carries them), an Accept, and `lines` where `positions` say. */
+        const send = (lines: string[], positions: ('start' | 'end')[]) => {
+          const given = new Set(lines.map((line) => line.toLowerCase()))
+          const middle = [...['host', 'authorization'].filter((name) => !given.has(name)), 'accept'].map((name) =>
+            name === 'accept' ? 'Accept: */*' : `${name}: ${valueOf(name)}`,
+          )
+          const start = lines.filter((_, i) => positions[i] === 'start').map((name) => `${name}: ${valueOf(name)}`)
+          const end = lines.filter((_, i) => positions[i] === 'end').map((name) => `${name}: ${valueOf(name)}`)
+          const block = [...start, ...middle, ...end].map((line) => `${line}\r\n`).join('')
+          return exchange(port, `GET /v1/pets?limit=1 HTTP/1.1\r\n${block}\r\n`)
+        }
+        const PLACES: [string, ('start' | 'end')[]][] = [
+          ['at the start', ['start', 'start']],
+          ['at the end', ['end', 'end']],
+          ['at both ends', ['start', 'end']],
+        ]
+
+        for (const single of singles) {
+          it(`serves ${single} sent once, in any casing, at the start or the end`, async () => {
+            const wrong: string[] = []
+            for (const [casing, spell] of Object.entries(casings)) {
+              for (const place of ['start', 'end'] as const) {
+                const response = await send([spell(single)], [place])
+                if (response.status !== 200) wrong.push(`${casing} at the ${place}: ${response.status} ${response.body}`)
+              }
+            }
+            assert.deepEqual(wrong, [])
+          })
+
+          it(`refuses ${single} sent twice, in every pair of casings and places, naming the second line`, async () => {
+            const wrong: string[] = []
+            for (const [firstCasing, spellFirst] of Object.entries(casings)) {
+              for (const [secondCasing, spellSecond] of Object.entries(casings)) {
+                for (const [place, positions] of PLACES) {
+                  const second = spellSecond(single)
+                  const response = await send([spellFirst(single), second], positions)
+                  const expected = `The ${second} header was sent more than once; send it once.`
+                  const body = JSON.parse(response.body) as { code?: string; message?: string }
+                  if (response.status !== 400 || body.code !== 'invalid_request' || body.message !== expected) {
+                    wrong.push(`${firstCasing} then ${secondCasing} ${place}: ${response.status} ${response.body}`)
+                  }
+                }
+              }
+            }
+            assert.deepEqual(wrong, [])
+          })
+        }
+
+        it('serves names one character away from a single-valued header sent twice, alone or with that header', async () => {
+          const wrong: string[] = []
+          for (const nearMiss of nearMisses) {
+            for (const [casing, spell] of Object.entries(casings)) {
+              for (const [place, positions] of PLACES) {
+                const response = await send([spell(nearMiss), spell(nearMiss)], positions)
+                if (response.status !== 200) wrong.push(`${nearMiss} ${casing} ${place}: ${response.status} ${response.body}`)
+              }
+            }
+          }
+          const response = await send(['Content-Type', 'content_type', 'CONTENT-TYPO'], ['start', 'end', 'end'])
+          if (response.status !== 200) wrong.push(`Content-Type with content_type and CONTENT-TYPO: ${response.status} ${response.body}`)
+          assert.deepEqual(wrong, [])
+        })
+      })
+
       it('creates nothing when it refuses two Authorization headers', async () => {
         assert.doesNotMatch(await listPetsText(testApp, key), /Twice/)
       })
