@@ -69,7 +69,9 @@ export function createAuthenticate(
     const header = request.headers.authorization
     if (header === undefined || !/^bearer(\s|$)/i.test(header)) {
       countAuthFailure('missing')
-      done(missing())
+      // Answered after the bytes already received are parsed, as every other answer of this hook is: a
+      // request that is also malformed HTTP (a bad chunk in the same packet) gets that 400, not a 401.
+      queueMicrotask(() => done(missing()))
       return
     }
     const guarded = limits.guardFailedAuth(request)
