@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
-import { routeOf } from './route.js'
 import { Counter, Gauge, type Metric, Registry, collectDefaultMetrics } from 'prom-client'
 import type { PoolStats } from '../storage/storage.js'
 import type { CountOverloaded } from './load-shedding.js'
+import { routeOf } from './route.js'
 
 /** The registry of one process, where features add their own counters, and the counters of the HTTP layer. */
 export interface Metrics {
