@@ -1,9 +1,9 @@
 // The floor: the baseline's store served by Fastify with what the project's rules mandate on every
 // request, each library used the cheapest way it supports, as the service uses it (bench/README.md):
 // routes with JSON schemas (Fastify's default ajv), a bearer check in an onRequest hook, one pino info
-// line per request without a child logger, written asynchronously to a file, the service's request
-// counter and histogram (prom-client told at scrape time), @fastify/rate-limit per key (a max it never
-// reaches), 201 on create. Nothing of the service's own: no request id header, ETag, idempotency, deprecation recording,
+// line per request without a child logger, written asynchronously to a file through the service's
+// destination, the service's request counter and histogram (prom-client told at scrape time),
+// @fastify/rate-limit per key (a max it never reaches), 201 on create. Nothing of the service's own: no request id header, ETag, idempotency, deprecation recording,
 // load shedding or failed-auth limit. Its req/s is what the service could reach if its own code cost
 // nothing: floor ÷ baseline is the libraries' price, service ÷ floor what is left to win. Same bytes as
 // the service and the baselines for the four scenarios (checked).
@@ -17,6 +17,7 @@ import rateLimit from '@fastify/rate-limit'
 import Fastify, { type FastifyError, LogController } from 'fastify'
 import pino from 'pino'
 import { createMetrics } from '../src/http/metrics.js'
+import { asyncDestination } from '../src/logger.js'
 import {
   BODY_LIMIT_BYTES,
   type BaselineStore,
@@ -50,7 +51,7 @@ async function openStore(): Promise<{ store: BaselineStore; describe: string; en
 }
 
 const app = Fastify({
-  loggerInstance: pino({ level: 'info' }, pino.destination({ dest: required('BENCH_LOG_FILE'), sync: false })),
+  loggerInstance: pino({ level: 'info' }, asyncDestination(required('BENCH_LOG_FILE'))),
   // Fastify's own request logging writes two lines per request; the service writes one, below.
   logController: new LogController({ disableRequestLogging: true }),
   // pino's cheapest use, as the service's: no child logger per request; the line names its reqId.

@@ -1,5 +1,10 @@
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { describe, it } from 'node:test'
+import { asyncDestination, createLogger } from '../src/logger.js'
 import { postPet, useTestApp } from './helper.js'
 
 describe('request logging and request ids', () => {
@@ -103,4 +108,37 @@ describe('request logging and request ids', () => {
     assert.equal(line.path, '/nowhere')
     assert.equal(line.status, 404)
   })
+})
+
+describe('the asynchronous log destination', () => {
+  // Lines of every UTF-8 width, and longer than one write (sonic-boom writes at most 16 KiB at once).
+  const TEXTS = ['plain', 'café', '日本語のペット', 'a cat 🐈 and a dog 🐕', 'x'.repeat(20_000), '"quoted" \\ back\nslash']
+  const tempFile = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-log-')), 'log')
+
+  for (const [how, finish] of [
+    ['written in the background', async (stream: ReturnType<typeof asyncDestination>) => {
+      await once(stream, 'drain')
+    }],
+    ['flushed at once, as at exit', (stream: ReturnType<typeof asyncDestination>) => {
+      stream.flushSync()
+    }],
+  ] as const) {
+    it(`writes every line whole and in order, whatever its characters, ${how}`, async () => {
+      const file = tempFile()
+      const stream = asyncDestination(file)
+      await once(stream, 'ready')
+      const logger = createLogger({ logLevel: 'info' }, stream)
+      // Written in one burst, so that lines pile up while the first write is in flight.
+      const sent: string[] = []
+      for (let i = 0; i < 600; i++) {
+        const text = `${i} ${TEXTS[i % TEXTS.length] ?? ''}`
+        sent.push(text)
+        logger.info({ i }, text)
+      }
+      await finish(stream)
+      const lines = fs.readFileSync(file, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { i: number; msg: string })
+      assert.deepEqual(lines.map((line) => line.msg), sent)
+      assert.deepEqual(lines.map((line) => line.i), sent.map((_, i) => i))
+    })
+  }
 })

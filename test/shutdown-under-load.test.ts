@@ -173,7 +173,8 @@ for (const engine of ENGINES) {
       it(name, { timeout: 120_000 }, async (context) => {
         const { dir, env } = await freshDatabase(engine)
         const key = await createKey(env, dir)
-        const server = await startServer(env, dir, args)
+        // At info, so that the log below has a line per request.
+        const server = await startServer({ ...env, LOG_LEVEL: 'info' }, dir, args)
 
         const exchanges: Exchange[] = []
         let answered = 0
@@ -247,6 +248,19 @@ for (const engine of ENGINES) {
         assert.ok(inFlight.length > 0, 'no request was in flight at the signal: the test proved nothing')
         assert.ok(duringDrain.length > 0, 'no request was sent during the drain: the test proved nothing')
         assert.deepEqual(exit, { code: 0, signal: null }, server.output())
+        // The log, written asynchronously to a pipe, is flushed before the exit: one line per answer, each whole,
+        // and the process's last words after them.
+        const lines = server
+          .output()
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as { msg?: string; route?: string })
+        assert.equal(
+          lines.filter((line) => line.msg === 'request' && line.route === '/v1/pets').length,
+          exchanges.filter((e) => e.status !== undefined).length,
+          'request lines in the log against answers received',
+        )
+        assert.equal(lines.at(-1)?.msg, args.length === 0 ? 'shut down cleanly' : 'all workers stopped')
 
         const acknowledged = new Map(
           exchanges
