@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { describe, it } from 'node:test'
+import { after, describe, it } from 'node:test'
 import { asyncDestination, createLogger } from '../src/logger.js'
 import { postPet, useTestApp } from './helper.js'
 
@@ -113,7 +113,8 @@ describe('request logging and request ids', () => {
 describe('the asynchronous log destination', () => {
   // Lines of every UTF-8 width, and longer than one write (sonic-boom writes at most 16 KiB at once).
   const TEXTS = ['plain', 'café', '日本語のペット', 'a cat 🐈 and a dog 🐕', 'x'.repeat(20_000), '"quoted" \\ back\nslash']
-  const tempFile = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-log-')), 'log')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-log-'))
+  after(() => fs.rmSync(dir, { recursive: true, force: true }))
 
   for (const [how, finish] of [
     ['written in the background', async (stream: ReturnType<typeof asyncDestination>) => {
@@ -124,7 +125,7 @@ describe('the asynchronous log destination', () => {
     }],
   ] as const) {
     it(`writes every line whole and in order, whatever its characters, ${how}`, async () => {
-      const file = tempFile()
+      const file = path.join(dir, `${how}.log`)
       const stream = asyncDestination(file)
       await once(stream, 'ready')
       const logger = createLogger({ logLevel: 'info' }, stream)
