@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { loadConfig, tracingWanted } from '../dist/config.js'
-import { serveNodeOptions, unsupportedNode } from '../dist/runtime.js'
+import { serveRestart, unsupportedNode } from '../dist/runtime.js'
 
 // Before anything native is loaded: better-sqlite3 13 crashes Node 20 instead of failing to load.
 const unsupported = unsupportedNode(process.versions.node)
@@ -9,12 +9,13 @@ if (unsupported !== undefined) {
   process.exit(1)
 }
 
-// The young generation's size can only be set when Node starts, so `serve` restarts itself in place
-// (same pid, same signals) with it, however it was launched: `npm start`, `npx petstore`, `node bin/petstore.js`.
+// The young generation's size and malloc's arenas can only be set when a process starts, so `serve`
+// restarts itself in place (same pid, same signals) with them, however it was launched: `npm start`,
+// `npx petstore`, `node bin/petstore.js`.
 const args = process.argv.slice(2)
-const options = args[0] === 'serve' ? serveNodeOptions(process.execArgv, process.env.NODE_OPTIONS) : undefined
-if (options !== undefined && typeof process.execve === 'function') {
-  process.execve(process.execPath, [process.execPath, ...options, ...process.execArgv, ...process.argv.slice(1)], process.env)
+const restart = args[0] === 'serve' ? serveRestart(process.execArgv, process.env) : undefined
+if (restart !== undefined && typeof process.execve === 'function') {
+  process.execve(process.execPath, [process.execPath, ...restart.nodeOptions, ...process.execArgv, ...process.argv.slice(1)], restart.env)
 }
 
 // OpenTelemetry's instrumentations must be in place before fastify, pg and node:http are first

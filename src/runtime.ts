@@ -35,14 +35,28 @@ export function unsupportedNode(version: string): string | undefined {
 /** Half of V8's young generation, in MiB, for `petstore serve` (docs/decisions/0011-node-runtime.md). */
 export const SEMI_SPACE_MIB = 4
 
+/** glibc's malloc arenas for `petstore serve` (docs/decisions/0011-node-runtime.md). */
+export const MALLOC_ARENAS = 2
+
 /**
- * The Node options `petstore serve` must be restarted with, or undefined when it already runs with them.
- * Node lets the young generation grow far larger under load; capped at SEMI_SPACE_MIB, the service's
- * peak RSS is lower (figures in docs/decisions/0011-node-runtime.md). V8 reads the size only when the process starts, so the entry point
- * replaces its process image (same pid) with these options first. A size the operator chose, on the
- * command line or in NODE_OPTIONS, is kept.
+ * What `petstore serve` must be restarted with, or undefined when it already runs so. Both are read only
+ * when a process starts, so the entry point replaces its process image (same pid) with them first; what
+ * the operator chose is kept.
+ * - `--max-semi-space-size=SEMI_SPACE_MIB`, unless a size is given on the command line or in NODE_OPTIONS:
+ *   Node lets the young generation grow far larger under load.
+ * - `MALLOC_ARENA_MAX=MALLOC_ARENAS` in the environment, unless it is set: glibc gives each thread that
+ *   allocates (the probe thread, libuv's pool) an arena of its own, whose pages stay in RSS. Other C
+ *   libraries ignore it.
  */
-export function serveNodeOptions(execArgv: readonly string[], nodeOptions: string | undefined): string[] | undefined {
-  const chosen = [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].some((option) => /^--max-semi-space-size(=|$)/.test(option))
-  return chosen ? undefined : [`--max-semi-space-size=${SEMI_SPACE_MIB}`]
+export function serveRestart(
+  execArgv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+): { nodeOptions: string[]; env: Record<string, string | undefined> } | undefined {
+  const sized = [...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)].some((option) => /^--max-semi-space-size(=|$)/.test(option))
+  const arenas = env.MALLOC_ARENA_MAX !== undefined
+  if (sized && arenas) return undefined
+  return {
+    nodeOptions: sized ? [] : [`--max-semi-space-size=${SEMI_SPACE_MIB}`],
+    env: arenas ? { ...env } : { ...env, MALLOC_ARENA_MAX: String(MALLOC_ARENAS) },
+  }
 }

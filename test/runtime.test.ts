@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
-import { SEMI_SPACE_MIB, serveNodeOptions, supportedNodeRange, unsupportedNode } from '../src/runtime.js'
+import { MALLOC_ARENAS, SEMI_SPACE_MIB, serveRestart, supportedNodeRange, unsupportedNode } from '../src/runtime.js'
 import { BIN, ROOT } from './helper.js'
 import { cleanupProcesses, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 
@@ -112,40 +112,60 @@ describe('the supported Node.js lines', () => {
   )
 })
 
-describe('the young generation of petstore serve', () => {
+describe('the young generation and malloc arenas of petstore serve', () => {
   const flag = `--max-semi-space-size=${SEMI_SPACE_MIB}`
+  const arenas = String(MALLOC_ARENAS)
 
-  it('is capped unless the operator chose a size on the command line or in NODE_OPTIONS', () => {
-    assert.deepEqual(serveNodeOptions([], undefined), [flag])
-    assert.deepEqual(serveNodeOptions(['--enable-source-maps'], '--max-old-space-size=512'), [flag])
-    assert.equal(serveNodeOptions(['--max-semi-space-size=16'], undefined), undefined)
-    assert.equal(serveNodeOptions([], '--trace-gc --max-semi-space-size=1'), undefined)
-    // A look-alike option is not the same option.
-    assert.deepEqual(serveNodeOptions(['--max-semi-space-size-x=1'], undefined), [flag])
+  it('restarts with the cap and the arenas unless the operator chose them (command line, NODE_OPTIONS, environment)', () => {
+    // Where a size may be given, and look-alikes that are not the option.
+    const sizes: [string[], string | undefined, boolean][] = [
+      [[], undefined, false],
+      [['--enable-source-maps'], '--max-old-space-size=512', false],
+      [['--max-semi-space-size-x=1'], undefined, false],
+      [['--max-semi-space-size=16'], undefined, true],
+      [[], '--trace-gc --max-semi-space-size=1', true],
+    ]
+    for (const [execArgv, nodeOptions, sized] of sizes) {
+      for (const given of [undefined, '4']) {
+        const env = { PATH: '/bin', ...(nodeOptions === undefined ? {} : { NODE_OPTIONS: nodeOptions }), ...(given === undefined ? {} : { MALLOC_ARENA_MAX: given }) }
+        const restart = serveRestart(execArgv, env)
+        const what = `${JSON.stringify(execArgv)} NODE_OPTIONS=${nodeOptions ?? ''} MALLOC_ARENA_MAX=${given ?? ''}`
+        if (sized && given !== undefined) {
+          assert.equal(restart, undefined, what)
+          continue
+        }
+        assert.deepEqual(restart?.nodeOptions, sized ? [] : [flag], what)
+        // Everything else in the environment is passed on as it is.
+        assert.deepEqual(restart?.env, { ...env, MALLOC_ARENA_MAX: given ?? arenas }, what)
+      }
+    }
   })
 
-  /** The command line of the live process `pid`, as the kernel has it. */
+  /** The command line and the environment of the live process `pid`, as the kernel has them. */
   const commandLine = (pid: number) => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean)
+  const environment = (pid: number) => fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean)
 
   it(
-    'is capped when the service is started as `node bin/petstore.js serve`, in the same process',
+    'is applied when the service is started as `node bin/petstore.js serve`, in the same process',
     { skip: process.platform === 'linux' ? false : 'reads /proc' },
     async () => {
       const dir = trackedTempDir('petstore-semi-space-')
       const server = await startServer({ DATABASE_URL: `sqlite://${dir}/petstore.db` }, dir)
       // The pid the test spawned is the one serving: the restart replaced the process image, not the process.
       assert.deepEqual(commandLine(server.child.pid ?? 0), [process.execPath, flag, BIN, 'serve'])
+      assert.ok(environment(server.child.pid ?? 0).includes(`MALLOC_ARENA_MAX=${arenas}`))
       assert.deepEqual(await stopServer(server), { code: 0, signal: null }, server.output())
     },
   )
 
   it(
-    'keeps the size an operator gave in NODE_OPTIONS',
+    'keeps the size an operator gave in NODE_OPTIONS and the arenas they set',
     { skip: process.platform === 'linux' ? false : 'reads /proc' },
     async () => {
       const dir = trackedTempDir('petstore-semi-space-')
-      const server = await startServer({ DATABASE_URL: `sqlite://${dir}/petstore.db`, NODE_OPTIONS: '--max-semi-space-size=8' }, dir)
+      const server = await startServer({ DATABASE_URL: `sqlite://${dir}/petstore.db`, NODE_OPTIONS: '--max-semi-space-size=8', MALLOC_ARENA_MAX: '3' }, dir)
       assert.deepEqual(commandLine(server.child.pid ?? 0), [process.execPath, BIN, 'serve'])
+      assert.ok(environment(server.child.pid ?? 0).includes('MALLOC_ARENA_MAX=3'))
       assert.deepEqual(await stopServer(server), { code: 0, signal: null }, server.output())
     },
   )
