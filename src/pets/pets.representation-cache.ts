@@ -71,10 +71,13 @@ export function createRepresentationCache({
     forget(key)
     // One larger than the whole budget is never kept, and empties nothing.
     if (answer.body.length > maxBytes) return
-    // Oldest first, until the new body fits.
-    for (const oldKey of entries.keys()) {
-      if (bytes + answer.body.length <= maxBytes) break
-      forget(oldKey)
+    // Oldest first, until the new body fits; looked for only when it does not, since a Map's iterator steps
+    // over the slots its deleted entries left (every answer kept again leaves one) until the Map is rehashed.
+    if (bytes + answer.body.length > maxBytes) {
+      for (const oldKey of entries.keys()) {
+        forget(oldKey)
+        if (bytes + answer.body.length <= maxBytes) break
+      }
     }
     entries.set(key, { answer, readAt })
     bytes += answer.body.length
