@@ -27,7 +27,7 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: Des
  * cached read. pino flushes what is buffered when the process exits; only a kill -9 can lose the last
  * lines. sonic-boom runs in its buffer mode and is handed each line as a Buffer: in its default (string)
  * mode it measures the text still waiting to be written at every line (`Buffer.byteLength` of one
- * growing string), which copies all of it, about 7 KB per line under load.
+ * growing string), which copies all of it each time.
  */
 export function asyncDestination(dest: number | string): ReturnType<typeof pino.destination> {
   const sonic = pino.destination({ dest, sync: false, contentMode: 'buffer' })

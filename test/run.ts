@@ -16,9 +16,8 @@ import { startEmbeddedPostgres } from './postgres.js'
  * other test that starts a process fail (test/no-processes.ts), so the list cannot silently go stale.
  *
  * Files run CONCURRENCY at a time, each in its own process: most of a file's time is spent waiting on the
- * processes and databases it starts, so two at once on a 2-core machine take about 0.6 of the time of one
- * at a time (Node's default there). Every test makes its own database, directory and ports, so files
- * never share state.
+ * processes and databases it starts, so even a 2-core machine runs two at once (Node's default there is
+ * one). Every test makes its own database, directory and ports, so files never share state.
  */
 const CONCURRENCY = Math.max(2, os.availableParallelism() - 1)
 
