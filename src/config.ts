@@ -42,7 +42,13 @@ export type DatabaseConfig =
        */
       createFolder?: boolean
     }
-  | { engine: 'postgres'; url: string; poolSize: number }
+  | {
+      engine: 'postgres'
+      url: string
+      poolSize: number
+      /** Queries go as named prepared statements, parsed once per connection; false: unnamed, for a transaction pooler. */
+      preparedStatements: boolean
+    }
 
 export interface Config {
   readonly port: number
@@ -145,6 +151,12 @@ export const CONFIG_VARIABLES = {
     unset: 'Unset: SQLite at ./data/petstore.db',
   },
   DATABASE_POOL_SIZE: { describe: 'PostgreSQL connections per process', min: 1, max: 1000, default: '10' },
+  DATABASE_PREPARED_STATEMENTS: {
+    describe:
+      'PostgreSQL queries as named prepared statements, parsed once per connection; `false` behind a pooler in transaction mode that does not keep them (PgBouncer before 1.21, or without `max_prepared_statements`). A server that loses one turns them off, with a warning',
+    values: ['true', 'false'],
+    default: 'true',
+  },
   PETSTORE_ENV: { describe: 'Keys are `ps_live_…` in production, `ps_test_…` in staging', values: ENVIRONMENTS, default: 'production' },
   PUBLIC_BASE_URL: { describe: 'Public origin of this deployment, e.g. https://api.example.com', unset: 'Default http://localhost:PORT' },
   PRODUCTION_BASE_URL: {
@@ -593,6 +605,7 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
   const text = nonEmpty(env, 'DATABASE_URL')
   // Checked whichever the engine: a mistake shows before the day the deployment moves to PostgreSQL.
   const poolSize = integerVar(env, 'DATABASE_POOL_SIZE')
+  const preparedStatements = oneOf(env, 'DATABASE_PREPARED_STATEMENTS') === 'true'
   if (text === undefined) return { engine: 'sqlite', path: path.join(cwd, 'data', 'petstore.db'), createFolder: true }
   if (text.startsWith('sqlite://')) {
     const file = decodeURIComponent(text.slice('sqlite://'.length))
@@ -603,7 +616,7 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
   }
   if (/^postgres(ql)?:\/\//.test(text)) {
     if (parsedUrl(text) === undefined) throw new ConfigError('DATABASE_URL', `is not a valid URL (got "${withoutPassword(text)}")`)
-    return { engine: 'postgres', url: text, poolSize }
+    return { engine: 'postgres', url: text, poolSize, preparedStatements }
   }
   throw new ConfigError(
     'DATABASE_URL',

@@ -35,12 +35,13 @@ export async function startServer(
   // Read before the database is opened: a certificate that cannot be served stops the start, naming its variable.
   const certificates = config.tls === undefined ? undefined : readCertificatePair(config.tls)
   let storage: Storage
+  const warn = (message: string) => logger.warn(message)
   if (migrate) {
-    const opened = await openMigratedStorage(config.database)
+    const opened = await openMigratedStorage(config.database, 'DATABASE_URL', warn)
     if (opened.applied.length > 0) logger.info({ migrations: opened.applied }, 'applied migrations')
     storage = opened.storage
   } else {
-    storage = await openStorage(config.database)
+    storage = await openStorage(config.database, 'DATABASE_URL', warn)
   }
   if (tracing !== undefined) storage = tracing.traceStorage(storage)
   let draining = false

@@ -97,7 +97,10 @@ export function createApiKeysService(deps: {
     if (key.environment !== environment || key.revokedAt !== null) return undefined
     if (key.expiresAt !== null && key.expiresAt <= now) return undefined
     if (key.lastUsedAt !== null && key.lastUsedAt > now - LAST_USED_RESOLUTION_MS) return key
-    return apiKeys.touch(key.id, now, now - LAST_USED_RESOLUTION_MS).then(() => (remembered.key = { ...key, lastUsedAt: now }))
+    // A database that cannot write (a standby not yet promoted, a primary fenced read-only) still
+    // serves reads: the key is admitted, and the record waits for the next minute's first request.
+    const used = () => (remembered.key = { ...key, lastUsedAt: now })
+    return apiKeys.touch(key.id, now, now - LAST_USED_RESOLUTION_MS).then(used, used)
   }
 
   const newKey = (

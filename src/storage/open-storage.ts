@@ -6,9 +6,10 @@ import type { Storage } from './storage.js'
 /**
  * Opens the configured engine. Nothing is migrated until `migrate()`. A SQLite file is created in its
  * folder if missing, but the folder only for the unset default: `named` (DATABASE_URL unless a command
- * line option gave the URL) is blamed for a folder that does not exist.
+ * line option gave the URL) is blamed for a folder that does not exist. `warn` hears what the operator
+ * should fix while the storage runs (a pooler that drops prepared statements).
  */
-export async function openStorage(database: DatabaseConfig, named = 'DATABASE_URL'): Promise<Storage> {
+export async function openStorage(database: DatabaseConfig, named = 'DATABASE_URL', warn?: (message: string) => void): Promise<Storage> {
   // Each engine's driver is loaded only when it is the configured one: memory is part of the budget.
   if (database.engine === 'sqlite') {
     if (database.createFolder === true) fs.mkdirSync(path.dirname(database.path), { recursive: true })
@@ -17,7 +18,7 @@ export async function openStorage(database: DatabaseConfig, named = 'DATABASE_UR
     return openSqliteStorage(database.path)
   }
   const { openPostgresStorage } = await import('./postgres/postgres-storage.js')
-  return openPostgresStorage(database.url, database.poolSize)
+  return openPostgresStorage({ ...database, warn })
 }
 
 /** Throws, naming `named`, if `database` is a SQLite file whose folder does not exist (and is not to be made). */
@@ -39,8 +40,9 @@ export function checkSqliteFolder(database: DatabaseConfig, named: string): void
 export async function openMigratedStorage(
   database: DatabaseConfig,
   named = 'DATABASE_URL',
+  warn?: (message: string) => void,
 ): Promise<{ storage: Storage; applied: string[] }> {
-  const storage = await openStorage(database, named)
+  const storage = await openStorage(database, named, warn)
   try {
     return { storage, applied: await storage.migrate() }
   } catch (error) {

@@ -6,27 +6,7 @@ import { createPostgresIdempotencyRepository } from '../../idempotency/idempoten
 import { createPostgresPetsRepository } from '../../pets/pets.repository.postgres.js'
 import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
 import type { Storage } from '../storage.js'
-
-// SQLSTATE classes that mean "the database cannot serve now", not "this request is wrong":
-// 08 connection exception, 53 insufficient resources, 57P operator intervention (shutdown,
-// restart), 25006 read-only transaction (a failover in progress), 40 serialization/deadlock,
-// 55P03 a lock not granted within lock_timeout.
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P|25006|40001|40P01|55P03)/
-const NETWORK_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'])
-const UNAVAILABLE_MESSAGES = [
-  'Connection terminated',
-  'timeout exceeded when trying to connect',
-  'Query read timeout',
-  'Client has encountered a connection error',
-  'Cannot use a pool after calling end',
-]
-
-function isUnavailable(error: unknown): boolean {
-  if (!(error instanceof Error)) return false
-  const code = (error as { code?: unknown }).code
-  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || NETWORK_ERRORS.has(code))) return true
-  return UNAVAILABLE_MESSAGES.some((message) => error.message.includes(message))
-}
+import { isUnavailable, lostPreparedStatement } from './errors.js'
 
 /** The names in Kysely's `schema_migrations`, none before the first migration made it. */
 async function recordedMigrations(pool: pg.Pool): Promise<string[]> {
@@ -40,8 +20,65 @@ async function recordedMigrations(pool: pg.Pool): Promise<string[]> {
   }
 }
 
-/** A pool of `poolSize` connections to the PostgreSQL server of `url`. */
-export function openPostgresStorage(url: string, poolSize: number): Storage {
+/** The pool's settings; `warn` hears what an operator should fix. */
+export interface PostgresOptions {
+  url: string
+  poolSize: number
+  preparedStatements: boolean
+  warn?: (message: string) => void
+}
+
+type Query = pg.PoolClient['query']
+type RawQuery = (config: unknown, values?: unknown, callback?: unknown) => unknown
+
+/**
+ * Named queries (`{ name, text, values }`) are prepared once per server connection and then only bound,
+ * which saves PostgreSQL parsing and planning them again. A pooler in transaction mode breaks that: each
+ * transaction may get another server connection, which never prepared the name, or already has it. So in
+ * unnamed mode the pool's connections send every query unnamed (parsed each time, in the same round
+ * trip), and the first sign of a lost statement switches a named pool to unnamed for good.
+ */
+function statementMode(named: boolean, warn: (message: string) => void) {
+  const mode = { named }
+  const noticed = (error: unknown) => {
+    if (!mode.named || !lostPreparedStatement(error)) return
+    mode.named = false
+    warn(
+      'PostgreSQL lost a prepared statement of this connection, as happens behind a pooler in transaction mode (or a pooler ' +
+        'moved to a new primary): queries go unnamed from now on. Set DATABASE_PREPARED_STATEMENTS=false for such a pooler.',
+    )
+  }
+  /** Wraps a new connection's `query` so that it obeys the mode and reports what it shows. */
+  const adopt = (client: pg.PoolClient) => {
+    const query = client.query.bind(client) as unknown as RawQuery
+    const wrapped: RawQuery = (config, values, callback) => {
+      if (typeof config !== 'object' || config === null || !('name' in config)) return query(config, values, callback)
+      const sent = mode.named ? config : { ...config, name: undefined }
+      // pg-pool passes a callback; the repositories' own transactions await a promise, and retry
+      // themselves (transaction.ts).
+      if (typeof values === 'function') [values, callback] = [undefined, values]
+      if (typeof callback !== 'function') {
+        return (query(sent, values) as Promise<unknown>).catch((error: unknown) => {
+          noticed(error)
+          throw error
+        })
+      }
+      // A callback is pg-pool's `pool.query`: one statement on its own, which the lost statement kept
+      // from running, so it is sent again, unnamed, and the client never sees the switch.
+      const done = callback as (error: Error | null, result?: unknown) => void
+      return query(sent, values, (error: Error | null, result?: unknown) => {
+        if (error === null || !lostPreparedStatement(error) || sent !== config) return done(error, result)
+        noticed(error)
+        query({ ...config, name: undefined }, values, done)
+      })
+    }
+    client.query = wrapped as unknown as Query
+  }
+  return { adopt }
+}
+
+/** A pool of `poolSize` connections to the PostgreSQL server (or pooler) of `url`. */
+export function openPostgresStorage({ url, poolSize, preparedStatements, warn = () => {} }: PostgresOptions): Storage {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -49,15 +86,19 @@ export function openPostgresStorage(url: string, poolSize: number): Storage {
     idleTimeoutMillis: 30_000,
     query_timeout: 15_000,
   })
+  const statements = statementMode(preparedStatements, warn)
   // An idle connection whose server goes away reports here; unheard, the error would crash the
   // process. The pool drops that connection and the next query meets the outage (a 503) instead.
   pool.on('error', () => {})
-  // A connection checked out of the pool has no listener of the pool's. A server that ends it
-  // (a shutdown, pg_terminate_backend, a crash) between two of its queries would raise an
-  // unhandled 'error' and end the process: seen under the fault matrix. The query in flight, or
-  // the next one, fails with the error, and that failure is the one to handle (a 503); the pool
-  // discards the connection when it comes back.
-  pool.on('connect', (client) => client.on('error', () => {}))
+  pool.on('connect', (client) => {
+    // A connection checked out of the pool has no listener of the pool's. A server that ends it
+    // (a shutdown, pg_terminate_backend, a crash) between two of its queries would raise an
+    // unhandled 'error' and end the process: seen under the fault matrix. The query in flight, or
+    // the next one, fails with the error, and that failure is the one to handle (a 503); the pool
+    // discards the connection when it comes back.
+    client.on('error', () => {})
+    statements.adopt(client)
+  })
   let ended = false
 
   return {

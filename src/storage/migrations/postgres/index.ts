@@ -5,6 +5,7 @@ import * as idempotency from './0002-idempotency.js'
 import * as rotationAndDeprecatedCalls from './0003-rotation-and-deprecated-calls.js'
 import * as settledPetPages from './0004-settled-pet-pages.js'
 import * as keyScopes from './0005-key-scopes.js'
+import * as pagesOnReadOnlyServers from './0006-pages-on-read-only-servers.js'
 
 /** The module of each name in MIGRATION_NAMES.postgres, loaded only when one is to be applied. */
 export const postgresMigrations: Record<(typeof MIGRATION_NAMES.postgres)[number], Migration> = {
@@ -13,4 +14,5 @@ export const postgresMigrations: Record<(typeof MIGRATION_NAMES.postgres)[number
   '0003-rotation-and-deprecated-calls': rotationAndDeprecatedCalls,
   '0004-settled-pet-pages': settledPetPages,
   '0005-key-scopes': keyScopes,
+  '0006-pages-on-read-only-servers': pagesOnReadOnlyServers,
 }
