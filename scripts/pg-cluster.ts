@@ -37,11 +37,15 @@ function serverUser(): { uid: number; gid: number } | undefined {
   return { uid: Number(uid), gid: Number(gid) }
 }
 
+/** Why a PgBouncer cannot be started here, or undefined when it can. */
+export function poolerUnavailable(): string | undefined {
+  return PGBOUNCER === undefined ? 'PgBouncer is not installed (apt-get install pgbouncer)' : undefined
+}
+
 /** Why PostgreSQL clusters and PgBouncer cannot be started here, or undefined when they can. */
 export function clusterUnavailable(): string | undefined {
   if (postgresBin() === undefined) return "Debian's PostgreSQL is not installed (apt-get install postgresql)"
-  if (PGBOUNCER === undefined) return 'PgBouncer is not installed (apt-get install pgbouncer)'
-  return undefined
+  return poolerUnavailable()
 }
 
 /** `program args…` as the server user, in a folder it owns. */
@@ -184,6 +188,13 @@ export async function startStandby(primary: PostgresNode, options: { synchronous
   return node
 }
 
+/** What a pooler connects to: a server of this module's, or any other on 127.0.0.1 with its credentials. */
+export interface PoolerTarget {
+  readonly port: number
+  readonly user?: string
+  readonly password?: string
+}
+
 export interface PoolerSettings {
   /** PgBouncer's `pool_mode`. */
   poolMode?: 'transaction' | 'session'
@@ -193,6 +204,8 @@ export interface PoolerSettings {
   maxDbConnections?: number
   /** Seconds before a failed server login is tried again (`server_login_retry`, PgBouncer's default 15). */
   serverLoginRetry?: number
+  /** Seconds an idle server connection is kept (`server_idle_timeout`, PgBouncer's default 600). */
+  serverIdleTimeout?: number
 }
 
 export interface Pooler {
@@ -202,23 +215,24 @@ export interface Pooler {
   /** A command of the admin console (`PAUSE`, `RESUME`, `RELOAD`, `SHOW POOLS`…), its rows. */
   admin(command: string): Promise<Record<string, unknown>[]>
   /** Points the pooler at another server: rewrites its configuration and RELOADs it. */
-  repoint(server: PostgresNode): Promise<void>
+  repoint(server: PoolerTarget): Promise<void>
   destroy(): Promise<void>
 }
 
 /**
  * A PgBouncer on a free port in front of `server`: every database name is passed through (`* = …`),
- * users are trusted, and `postgres` may use the admin console.
+ * its clients are trusted, and `postgres` may use the admin console.
  */
-export async function startPgBouncer(server: PostgresNode, settings: PoolerSettings = {}): Promise<Pooler> {
-  if (PGBOUNCER === undefined) throw new Error(clusterUnavailable())
+export async function startPgBouncer(server: PoolerTarget, settings: PoolerSettings = {}): Promise<Pooler> {
+  if (PGBOUNCER === undefined) throw new Error(poolerUnavailable())
   const dir = serverDir('petstore-pgbouncer-')
   const port = await freePort()
   const ini = path.join(dir, 'pgbouncer.ini')
-  const write = (target: PostgresNode) => {
+  const write = (target: PoolerTarget) => {
+    const credentials = target.user === undefined ? '' : ` user=${target.user}${target.password === undefined ? '' : ` password=${target.password}`}`
     const lines = [
       '[databases]',
-      `* = host=127.0.0.1 port=${target.port}`,
+      `* = host=127.0.0.1 port=${target.port}${credentials}`,
       '[pgbouncer]',
       'listen_addr = 127.0.0.1',
       `listen_port = ${port}`,
@@ -232,6 +246,7 @@ export async function startPgBouncer(server: PostgresNode, settings: PoolerSetti
       'max_client_conn = 2000',
       `server_login_retry = ${settings.serverLoginRetry ?? 15}`,
       'server_connect_timeout = 3',
+      `server_idle_timeout = ${settings.serverIdleTimeout ?? 600}`,
       'query_wait_timeout = 120',
       `logfile = ${path.join(dir, 'log')}`,
       `pidfile = ${path.join(dir, 'pid')}`,

@@ -5,8 +5,9 @@ import fs from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { after, before, describe, it } from 'node:test'
+import { type TestContext, after, before, describe, it } from 'node:test'
 import pg from 'pg'
+import { type Pooler, type PostgresNode, clusterUnavailable, startPgBouncer, startPrimary, startStandby } from '../scripts/pg-cluster.js'
 import { createKey } from '../scripts/petstore-process.js'
 import type { Engine } from './helper.js'
 import { type EmbeddedServer, TEST_POSTGRES_URL, createPostgresDatabase, startEmbeddedPostgres } from './postgres.js'
@@ -64,6 +65,10 @@ const DOCUMENTED: Record<Kind, readonly number[]> = {
 }
 
 type Fault =
+  | 'switchover'
+  | 'failover'
+  | 'standby not yet promoted'
+  | 'primary fenced read-only'
   | 'database stopped'
   | 'database crashed'
   | 'backend terminated'
@@ -74,7 +79,15 @@ type Fault =
 const FAULTS: Record<Engine, readonly Fault[]> = {
   postgres: ['database stopped', 'database crashed', 'backend terminated', 'instance SIGKILLed', 'SIGTERM under keep-alive load'],
   sqlite: ['instance SIGKILLed', 'SIGTERM under keep-alive load', 'disk full'],
+  // PostgreSQL as fleets run it: a PgBouncer in transaction mode in front of a primary and its standby.
+  pgbouncer: ['switchover', 'failover', 'standby not yet promoted', 'primary fenced read-only'],
 }
+
+/** Faults of a server that cannot write for a while: reads must keep working through them. */
+const READ_ONLY = new Set<Fault>(['standby not yet promoted', 'primary fenced read-only'])
+
+/** Kinds that only read. */
+const READS = new Set<Kind>(KINDS.filter((kind) => !kind.includes('create')))
 
 /** Faults that end the process on purpose: it is started again, and its connections may break meanwhile. */
 const ENDS_PROCESS = new Set<Fault>(['instance SIGKILLed', 'SIGTERM under keep-alive load'])
@@ -107,6 +120,13 @@ interface Cell {
   etags: Map<string, string>
   knownId: string
   agent: http.Agent
+  faultStartedAt?: number
+  /** Set when the fault ends (the pooler resumed or repointed, the server writable again, the process back). */
+  faultEndedAt?: number
+  /** How long after the fault ended the first create was acknowledged. */
+  createdAgainAfterMs?: number
+  /** The longest a request waited for its answer. */
+  slowestMs: number
 }
 
 function errorShape(status: number, text: string): string | undefined {
@@ -168,8 +188,10 @@ async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnec
     }
   }
   let answer: { status: number; headers: http.IncomingHttpHeaders; text: string }
+  const sentAt = Date.now()
   try {
     answer = await request(cell, method, url, headers, body)
+    cell.slowestMs = Math.max(cell.slowestMs, Date.now() - sentAt)
   } catch (error) {
     const { code, reused } = error as { code?: string; reused?: boolean }
     const what = `${kind}: ${code ?? String(error)}${reused === true ? ' on a kept-alive connection' : ' on a new connection'}`
@@ -191,6 +213,7 @@ async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnec
   const etag = answer.headers.etag ?? null
   if (status === 200 && etag !== null) cell.etags.set(url, etag)
   if (status === 201) {
+    if (cell.faultEndedAt !== undefined) cell.createdAgainAfterMs ??= Date.now() - cell.faultEndedAt
     const pet = JSON.parse(text) as { id: number | string }
     cell.acknowledged.set(String(pet.id), text)
     if (keyed !== undefined) keyed.answer = text
@@ -244,8 +267,35 @@ function mountSmallDisk(dir: string, size: string): string | undefined {
   }
 }
 
-for (const engine of ['sqlite', 'postgres'] as const) {
-  describe(`the fault matrix on ${engine}`, { skip: engine === 'postgres' ? skipPostgres : false, timeout: 240_000 }, () => {
+/**
+ * A primary, a streaming standby of it (synchronous for `failover`, so that nothing acknowledged is
+ * lost with the primary), and a PgBouncer in transaction mode in front of the primary, which tries a
+ * failed server login again after 1 s (PgBouncer's default is 15: docs/operations.md).
+ */
+interface PooledCluster {
+  primary: PostgresNode
+  standby: PostgresNode
+  pooler: Pooler
+}
+
+async function startPooledCluster(fault: Fault): Promise<PooledCluster> {
+  const primary = await startPrimary()
+  await primary.query('CREATE DATABASE petstore')
+  const standby = await startStandby(primary, { synchronous: fault === 'failover' })
+  const pooler = await startPgBouncer(primary, { poolMode: 'transaction', poolSize: 10, serverLoginRetry: 1 })
+  return { primary, standby, pooler }
+}
+
+async function destroyPooledCluster(cluster: PooledCluster | undefined): Promise<void> {
+  await cluster?.pooler.destroy()
+  await cluster?.standby.destroy()
+  await cluster?.primary.destroy()
+}
+
+const SKIP: Record<Engine, string | false> = { sqlite: false, postgres: skipPostgres, pgbouncer: clusterUnavailable() ?? false }
+
+for (const engine of ['sqlite', 'postgres', 'pgbouncer'] as const) {
+  describe(`the fault matrix on ${engine}`, { skip: SKIP[engine], timeout: 300_000 }, () => {
     let database: EmbeddedServer | undefined
 
     before(async () => {
@@ -260,7 +310,11 @@ for (const engine of ['sqlite', 'postgres'] as const) {
         const dir = trackedTempDir('petstore-fault-')
         let env: Record<string, string>
         let unmount: (() => void) | undefined
-        if (engine === 'postgres') {
+        let cluster: PooledCluster | undefined
+        if (engine === 'pgbouncer') {
+          cluster = await startPooledCluster(fault)
+          env = { DATABASE_URL: cluster.pooler.url('petstore'), DATABASE_PREPARED_STATEMENTS: 'false', DATABASE_POOL_SIZE: '4' }
+        } else if (engine === 'postgres') {
           assert.ok(database !== undefined)
           env = { DATABASE_URL: (await createPostgresDatabase(database.url)).url, DATABASE_POOL_SIZE: '4' }
         } else if (fault === 'disk full') {
@@ -275,9 +329,10 @@ for (const engine of ['sqlite', 'postgres'] as const) {
         }
         env = { ...env, RATE_LIMIT_PER_KEY: '0' }
         try {
-          await runCell(engine, fault, env, dir, database)
+          await runCell(engine, fault, env, dir, database, cluster, t)
         } finally {
           unmount?.()
+          await destroyPooledCluster(cluster)
         }
       })
     }
@@ -290,6 +345,8 @@ async function runCell(
   env: Record<string, string>,
   dir: string,
   database: EmbeddedServer | undefined,
+  cluster: PooledCluster | undefined,
+  t: TestContext,
 ): Promise<void> {
   await runCli(['migrate'], env, dir, { rejectOnFailure: true, timeoutMs: 30_000 })
   const apiKey = await createKey(env, 'fault-matrix')
@@ -314,6 +371,7 @@ async function runCell(
     etags: new Map(),
     knownId: String((JSON.parse(seed) as { id: number }).id),
     agent: new http.Agent({ keepAlive: true, maxSockets: LOOPS }),
+    slowestMs: 0,
   }
 
   let processEnding = false
@@ -330,7 +388,50 @@ async function runCell(
   try {
     await sleep(LOAD_BEFORE_MS)
     let filler = ''
+    cell.faultStartedAt = Date.now()
+    const ended = () => (cell.faultEndedAt = Date.now())
     switch (fault) {
+      case 'switchover': {
+        // As an operator does it: requests wait at the pooler while the standby takes over.
+        assert.ok(cluster !== undefined)
+        await cluster.pooler.admin('PAUSE')
+        await cluster.primary.stop('fast')
+        await cluster.standby.promote()
+        await cluster.pooler.repoint(cluster.standby)
+        await cluster.pooler.admin('RESUME')
+        ended()
+        break
+      }
+      case 'failover':
+        // The primary dies with transactions in flight; its synchronous standby takes over.
+        assert.ok(cluster !== undefined)
+        await cluster.primary.stop('immediate')
+        await cluster.standby.promote()
+        await cluster.pooler.repoint(cluster.standby)
+        ended()
+        break
+      case 'standby not yet promoted': {
+        assert.ok(cluster !== undefined)
+        const { pooler, primary, standby } = cluster
+        await pooler.repoint(standby)
+        heal = async () => {
+          await pooler.repoint(primary)
+          ended()
+        }
+        break
+      }
+      case 'primary fenced read-only': {
+        assert.ok(cluster !== undefined)
+        const { primary } = cluster
+        await primary.query('ALTER SYSTEM SET default_transaction_read_only = on')
+        await primary.query('SELECT pg_reload_conf()')
+        heal = async () => {
+          await primary.query('ALTER SYSTEM RESET default_transaction_read_only')
+          await primary.query('SELECT pg_reload_conf()')
+          ended()
+        }
+        break
+      }
       case 'database stopped':
         await database?.stop()
         heal = async () => database?.start()
@@ -426,7 +527,21 @@ async function runCell(
   await stopServer(service)
   cell.agent.destroy()
   assert.deepEqual(cell.problems, [], `${fault} on ${engine}: answers ${JSON.stringify([...cell.answers])}`)
+  if (engine === 'pgbouncer') {
+    const unavailable = [...cell.answers].filter(([what]) => what.endsWith(' 503'))
+    t.diagnostic(
+      `${fault}: ${(cell.faultEndedAt ?? 0) - (cell.faultStartedAt ?? 0)} ms from its start to its end; the first create ${cell.createdAgainAfterMs ?? '(none)'} ms after the fault ended, the slowest answer ${cell.slowestMs} ms; ` +
+        `503s ${JSON.stringify(unavailable)}; answers ${JSON.stringify([...cell.answers])}`,
+    )
+    assert.ok(cell.createdAgainAfterMs !== undefined && cell.createdAgainAfterMs <= RETRY_WITHIN_MS, `no create within ${RETRY_WITHIN_MS} ms after ${fault}`)
+    // The pause holds requests at the pooler: they wait, within the service's limits, and complete.
+    if (fault === 'switchover') assert.deepEqual(unavailable, [], 'a request failed during a paused switchover')
+    if (READ_ONLY.has(fault)) {
+      assert.deepEqual(unavailable.filter(([what]) => READS.has(what.slice(0, -' 503'.length) as Kind)), [], `a read failed on a ${fault}`)
+    }
+  }
   // The fault really was met: some request failed, or the process really ended.
   const failures = [...cell.answers].filter(([what]) => / (503|409)$/.test(what)).length + cell.connectionErrors.length
-  if (fault !== 'SIGTERM under keep-alive load') assert.ok(failures > 0 || ENDS_PROCESS.has(fault), `${fault} was never felt: ${JSON.stringify([...cell.answers])}`)
+  // A paused switchover is felt as a wait, not a failure: the pooler now serves from the promoted standby.
+  if (fault !== 'SIGTERM under keep-alive load' && fault !== 'switchover') assert.ok(failures > 0 || ENDS_PROCESS.has(fault), `${fault} was never felt: ${JSON.stringify([...cell.answers])}`)
 }

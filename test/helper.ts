@@ -16,14 +16,24 @@ import { openStorage } from '../src/storage/open-storage.js'
 import type { Storage } from '../src/storage/storage.js'
 import { createPostgresDatabase } from './postgres.js'
 
-export type Engine = 'sqlite' | 'postgres'
+/** `pgbouncer`: PostgreSQL through a PgBouncer in transaction mode, with DATABASE_PREPARED_STATEMENTS=false. */
+export type Engine = 'sqlite' | 'postgres' | 'pgbouncer'
 
 /**
- * Every storage engine the storage-touching tests run on. PostgreSQL needs a server:
- * `npm run test:unit` always provides one (see test/run.ts); a file run on its own without
- * PETSTORE_TEST_DATABASE_URL tests SQLite only, and says so.
+ * Every storage engine the storage-touching tests run on. PostgreSQL needs a server, and `pgbouncer`
+ * a PgBouncer in front of it: `npm run test:unit` provides both (see test/run.ts; the pooler when it is
+ * installed); a file run on its own without PETSTORE_TEST_DATABASE_URL tests SQLite only, and says so.
  */
-export const ENGINES: readonly Engine[] = process.env.PETSTORE_TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite']
+export const ENGINES: readonly Engine[] = [
+  'sqlite',
+  ...(process.env.PETSTORE_TEST_DATABASE_URL ? (['postgres'] as const) : []),
+  ...(process.env.PETSTORE_TEST_DATABASE_URL && process.env.PETSTORE_TEST_POOLER_PORT ? (['pgbouncer'] as const) : []),
+]
+
+/** The engine the service sees: `pgbouncer` is PostgreSQL. */
+export function storageEngine(engine: Engine): 'sqlite' | 'postgres' {
+  return engine === 'sqlite' ? 'sqlite' : 'postgres'
+}
 // Said only inside a test process: test/run.ts imports this module before it provides the server.
 if (!ENGINES.includes('postgres') && process.env.NODE_TEST_CONTEXT !== undefined) {
   process.stderr.write('PETSTORE_TEST_DATABASE_URL is not set: PostgreSQL tests are left out of this run.\n')
@@ -69,7 +79,10 @@ export async function createTestDatabase(engine: Engine, dir: string = tempDir()
   const server = process.env.PETSTORE_TEST_DATABASE_URL
   if (server === undefined || server === '') throw new Error('PETSTORE_TEST_DATABASE_URL is not set')
   const { url, drop } = await createPostgresDatabase(server)
-  return { env: { DATABASE_URL: url }, drop }
+  if (engine === 'postgres') return { env: { DATABASE_URL: url }, drop }
+  const pooled = new URL(url)
+  pooled.port = process.env.PETSTORE_TEST_POOLER_PORT ?? ''
+  return { env: { DATABASE_URL: pooled.href, DATABASE_PREPARED_STATEMENTS: 'false' }, drop }
 }
 
 export interface TestApp {

@@ -3,12 +3,14 @@ import { once } from 'node:events'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { poolerUnavailable, startPgBouncer } from '../scripts/pg-cluster.js'
 import { startEmbeddedPostgres } from './postgres.js'
 
 /*
  * Runs test files with `node --test`, with a PostgreSQL server for the tests of that engine: the one
  * PETSTORE_TEST_DATABASE_URL names, or else a throwaway embedded server started here for the whole
- * run (so a fresh machine needs no setup) and destroyed afterwards.
+ * run (so a fresh machine needs no setup) and destroyed afterwards; and a PgBouncer in front of it
+ * when PgBouncer is installed.
  *
  *   node --import tsx test/run.ts [--fast] [file or folder ...]
  *
@@ -80,14 +82,27 @@ const startedAt = performance.now()
 const url = process.env.PETSTORE_TEST_DATABASE_URL
 const embedded = url === undefined || url === '' ? await startEmbeddedPostgres() : undefined
 if (embedded !== undefined) process.stderr.write('Started an embedded PostgreSQL server for the tests.\n')
+// The PostgreSQL tests run again through a PgBouncer in transaction mode, as fleets run: a few server
+// connections shared by every test database (test/helper.ts, engine `pgbouncer`).
+const server = new URL(embedded?.url ?? url ?? '')
+const noPooler = poolerUnavailable()
+const pooler =
+  noPooler === undefined
+    ? await startPgBouncer(
+        { port: Number(server.port), user: decodeURIComponent(server.username), password: decodeURIComponent(server.password) },
+        { poolMode: 'transaction', poolSize: 4, serverIdleTimeout: 10 },
+      )
+    : undefined
+if (pooler === undefined) process.stderr.write(`${noPooler}: the PostgreSQL tests through a pooler are left out.\n`)
 
 const guard = fast ? ['--import', path.join(TEST_DIR, 'no-processes.ts')] : []
 const child = spawn(process.execPath, ['--import', 'tsx', ...guard, '--test', `--test-concurrency=${CONCURRENCY}`, '--test-reporter=spec', ...files], {
   stdio: 'inherit',
-  env: { ...process.env, PETSTORE_TEST_DATABASE_URL: embedded?.url ?? url ?? '' },
+  env: { ...process.env, PETSTORE_TEST_DATABASE_URL: embedded?.url ?? url ?? '', PETSTORE_TEST_POOLER_PORT: String(pooler?.port ?? '') },
 })
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal))
 const [code] = (await once(child, 'exit')) as [number | null]
+await pooler?.destroy()
 await embedded?.destroy()
 process.stderr.write(`${files.length} test files in ${((performance.now() - startedAt) / 1000).toFixed(1)} s.\n`)
 process.exit(code ?? 1)

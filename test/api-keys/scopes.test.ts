@@ -13,7 +13,7 @@ import { postgresMigrations } from '../../src/storage/migrations/postgres/index.
 import { runMigrations } from '../../src/storage/migrations/run-migrations.js'
 import { sqliteMigrations } from '../../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../../src/storage/open-storage.js'
-import { ENGINES, type Engine, ManualClock, createTestDatabase, errorBody, postPet, useTestApp } from '../helper.js'
+import { ENGINES, type Engine, ManualClock, createTestDatabase, errorBody, postPet, storageEngine, useTestApp } from '../helper.js'
 
 const FORBIDDEN_CHALLENGE = (scope: Scope) => `Bearer realm="petstore", error="insufficient_scope", scope="${scope}"`
 const NEW_PET = '{"name":"Scoped","categoryId":1}'
@@ -174,7 +174,7 @@ for (const engine of ENGINES) {
       })
       const storage = await openStorage(loadConfig(database.env).database)
       t.after(() => storage.close())
-      assert.deepEqual(await storage.migrate(), MIGRATION_NAMES[engine].filter((name) => name >= '0005'))
+      assert.deepEqual(await storage.migrate(), MIGRATION_NAMES[storageEngine(engine)].filter((name) => name >= '0005'))
       const service = createApiKeysService({ apiKeys: storage.apiKeys, clock: new ManualClock(), environment: 'production' })
       assert.deepEqual((await service.authenticate(secret))?.scopes, ['pets:read', 'pets:write'])
     })

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import path from 'node:path'
+import util from 'node:util'
 import { after, before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import pg from 'pg'
@@ -135,7 +136,7 @@ async function createSource(engine: Engine): Promise<Source> {
     `${series}INSERT INTO pets (name, category_id, status, created_at)
      SELECT 'bulk ' || i || ' ✓', 4611686018427387904 + i, CASE i % 4 WHEN 0 THEN NULL WHEN 1 THEN 'available' WHEN 2 THEN 'pending' ELSE 'sold' END, 1795305600000 + i
      FROM ${from}`,
-    `INSERT INTO pets (id, name, category_id, status, created_at) ${engine === 'postgres' ? 'OVERRIDING SYSTEM VALUE ' : ''}
+    `INSERT INTO pets (id, name, category_id, status, created_at) ${engine !== 'sqlite' ? 'OVERRIDING SYSTEM VALUE ' : ''}
      VALUES (${BIG_ID}, 'Big', 9223372036854775807, 'sold', 1795305600000)`,
   )
   server = await startServer({ ...env, ...SERVER_ENV }, dir)
@@ -190,7 +191,14 @@ for (const [fromEngine, toEngine] of DIRECTIONS) {
 
       // Every column of every key (hash aside: the keys working below prove it), and the counts.
       assert.deepEqual(await json<unknown[]>(['keys', 'list'], target.env, dir), sourceKeys)
-      assert.deepEqual((await json<{ keys: unknown[] }>(['deprecations'], target.env, dir)).keys, sourceCalls.keys)
+      // The serving source flushes its getPet counts every few seconds, maybe while the copy runs: the copy
+      // holds those of the instant it began, the ones read before it or the ones read after it.
+      const sourceCallsAfter = await json<{ keys: unknown[] }>(['deprecations'], source.env, source.dir)
+      const targetCalls = (await json<{ keys: unknown[] }>(['deprecations'], target.env, dir)).keys
+      assert.ok(
+        [sourceCalls.keys, sourceCallsAfter.keys].some((calls) => util.isDeepStrictEqual(calls, targetCalls)),
+        `deprecated counts: ${JSON.stringify(targetCalls)}, not ${JSON.stringify(sourceCalls.keys)} nor ${JSON.stringify(sourceCallsAfter.keys)}`,
+      )
 
       const server = await startServer({ ...target.env, ...SERVER_ENV }, dir)
       t.after(() => stopServer(server))

@@ -447,8 +447,8 @@ for (const engine of ENGINES) {
     })
   })
 
-  if (engine === 'postgres') {
-    describe('Idempotency-Key while another transaction holds the key on postgres', () => {
+  if (engine !== 'sqlite') {
+    describe(`Idempotency-Key while another transaction holds the key on ${engine}`, () => {
       const fx = useTestApp(engine)
 
       /** Another instance's keyed create, caught between taking the key and committing. */

@@ -6,7 +6,7 @@ import { createKey } from '../../scripts/petstore-process.js'
 import { loadConfig } from '../../src/config.js'
 import { MIGRATION_NAMES } from '../../src/storage/migrations/names.js'
 import { openStorage } from '../../src/storage/open-storage.js'
-import { ENGINES, createTestDatabase } from '../helper.js'
+import { ENGINES, createTestDatabase, storageEngine } from '../helper.js'
 import { cleanupProcesses, recordModules, startServer, stopServer, trackedTempDir } from '../processes.js'
 
 after(cleanupProcesses)
@@ -37,7 +37,7 @@ for (const engine of ENGINES) {
       t.after(() => database.drop())
       const config = loadConfig(database.env, dir).database
       const first = await openStorage(config)
-      assert.deepEqual(await first.migrate(), MIGRATION_NAMES[engine])
+      assert.deepEqual(await first.migrate(), MIGRATION_NAMES[storageEngine(engine)])
       assert.deepEqual(await first.migrate(), [])
       await first.close()
       const second = await openStorage(config)

@@ -204,7 +204,7 @@ for (const engine of ENGINES) {
       // Nor a statement's parameters: the key's hash is the lookup's.
       assert.ok(!exported.includes(hash('sha256', key, 'hex')), 'a span carries the hash of the key')
       const statements = receiver.spans.filter((span) => span.attributes['db.system.name'] === 'postgresql' && span.attributes['db.query.text'] !== undefined)
-      if (engine === 'postgres') assert.ok(statements.length > 0, 'no PostgreSQL statement recorded')
+      if (engine !== 'sqlite') assert.ok(statements.length > 0, 'no PostgreSQL statement recorded')
       for (const span of statements) assert.deepEqual(Object.keys(span.attributes).filter((name) => /parameter|values/.test(name)), [])
     })
   })

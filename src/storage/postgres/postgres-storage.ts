@@ -67,7 +67,10 @@ function statementMode(named: boolean, warn: (message: string) => void) {
       // from running, so it is sent again, unnamed, and the client never sees the switch.
       const done = callback as (error: Error | null, result?: unknown) => void
       return query(sent, values, (error: Error | null, result?: unknown) => {
-        if (error === null || !lostPreparedStatement(error) || sent !== config) return done(error, result)
+        if (error === null || !lostPreparedStatement(error) || sent !== config) {
+          done(error, result)
+          return
+        }
         noticed(error)
         query({ ...config, name: undefined }, values, done)
       })
