@@ -29,9 +29,11 @@ export type EngineName = 'sqlite' | 'postgres'
 
 /**
  * Servers measured in every round after the service and the floor, reported and never judged: on
- * PostgreSQL the postgres.js baseline, for the driver choice.
+ * PostgreSQL the postgres.js baseline, for the driver choice, and with `--pooler` the service with its
+ * queries unnamed (DATABASE_PREPARED_STATEMENTS=false), straight to PostgreSQL and through PgBouncer in
+ * transaction mode, for what a transaction pooler costs a request (issue 29).
  */
-export type CompanionId = 'postgresJs'
+export type CompanionId = 'postgresJs' | 'unnamed' | 'pooled'
 
 interface CompanionSpec {
   /** In progress lines, failure messages and the names of the pets it creates. */
@@ -40,9 +42,10 @@ interface CompanionSpec {
   row: string
   /** Its columns in the summary. */
   column: string
-  /** What its ratio (its req/s ÷ the baseline's of the same round) says, in full and in the summary. */
+  /** What its ratio (its req/s ÷ the req/s of `against` in the same round) says, in full and in the summary. */
   ratio: string
   ratioColumn: string
+  against: 'baseline' | 'service'
 }
 
 export const COMPANIONS: Record<CompanionId, CompanionSpec> = {
@@ -52,6 +55,23 @@ export const COMPANIONS: Record<CompanionId, CompanionSpec> = {
     column: 'pjs',
     ratio: 'postgres.js ÷ node-postgres',
     ratioColumn: 'pjs ÷ pg',
+    against: 'baseline',
+  },
+  unnamed: {
+    name: 'unnamed service',
+    row: 'service (unnamed)',
+    column: 'unnamed',
+    ratio: 'service unnamed ÷ service named',
+    ratioColumn: 'unnamed ÷ svc',
+    against: 'service',
+  },
+  pooled: {
+    name: 'service via PgBouncer',
+    row: 'service (unnamed, PgBouncer)',
+    column: 'pgb',
+    ratio: 'service unnamed via PgBouncer ÷ service named',
+    ratioColumn: 'pgb ÷ svc',
+    against: 'service',
   },
 }
 
@@ -67,7 +87,7 @@ export const ratioKey = (id: CompanionId): RatioKey => `${id}Ratio`
  */
 export type PerServer<T> = { baseline: T; service: T; floor: T } & { [K in CompanionId]?: T }
 
-/** A companion's req/s ÷ the baseline's, in the runs that measure it. */
+/** A companion's req/s ÷ its `against`'s, in the runs that measure it. */
 type CompanionRatios = { [K in RatioKey]?: number }
 
 /** The ratios of one round, or their medians over rounds. */
@@ -117,7 +137,7 @@ export function roundRatios(results: PerServer<LoadResult>): Ratios & CompanionR
   }
   for (const id of COMPANION_IDS) {
     const result = results[id]
-    if (result !== undefined) ratios[ratioKey(id)] = round(result.requestsPerSecond / baseline.requestsPerSecond, 3)
+    if (result !== undefined) ratios[ratioKey(id)] = round(result.requestsPerSecond / results[COMPANIONS[id].against].requestsPerSecond, 3)
   }
   return ratios
 }
@@ -218,6 +238,9 @@ function printSummary(reports: ScenarioReport[]): void {
       `service p99 ≤ ${P99_FACTOR} × floor p99, service peak RSS ≤ floor peak RSS; ` +
       "floor: Fastify with pino, prom-client and @fastify/rate-limit on the baseline's store" +
       (companions.includes('postgresJs') ? '; the baseline is node-postgres, pjs the postgres.js baseline' : '') +
+      (companions.includes('pooled')
+        ? '; unnamed: the service with DATABASE_PREPARED_STATEMENTS=false, pgb: the same through PgBouncer in transaction mode, each ÷ the service'
+        : '') +
       ')\n' +
       table([
         [

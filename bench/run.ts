@@ -4,7 +4,9 @@
 // noisy. On SQLite the baseline keeps the pets in memory; on PostgreSQL (`--engine postgres`) two
 // baselines read and write the service's own tables, one through node-postgres (the reference), one
 // through postgres.js. Floor ÷ baseline is what the mandated libraries cost by themselves.
-// `npm run bench [-- --quick] [-- --engine postgres]`; see bench/README.md for how to read the output.
+// With `--pooler` (PostgreSQL) the service also runs with its queries unnamed, straight to the server and
+// through a PgBouncer in transaction mode (scripts/pg-cluster.ts), each reported against the service.
+// `npm run bench [-- --quick] [-- --engine postgres [-- --pooler]]`; see bench/README.md for how to read the output.
 // The parts: setup.ts (build, service, seeding, baselines), scripts/embedded-postgres.ts (the embedded server),
 // identity.ts (the byte-identity check), rounds.ts (the load), report.ts (tables and the results JSON).
 import fs from 'node:fs'
@@ -15,6 +17,7 @@ import { type NodeProcess, describeExit, guardRun, logTail, procStatusKb, stopPr
 import { assertIdenticalBodies } from './identity.js'
 import type { LoadOptions } from './load.js'
 import { type EmbeddedServer, startEmbeddedPostgres } from '../scripts/embedded-postgres.js'
+import { type Pooler, startPgBouncer } from '../scripts/pg-cluster.js'
 import {
   COMPANIONS,
   type CompanionId,
@@ -31,7 +34,7 @@ import {
 } from './report.js'
 import { type Servers, killLoadGenerators, measureScenario } from './rounds.js'
 import { CONNECTIONS, SCENARIOS } from './scenarios.js'
-import { type BaselineKind, type Engine, SEED_PETS, type Setup, build, compileBaselines, setUp, startBaseline } from './setup.js'
+import { type BaselineKind, type Engine, SEED_PETS, type Setup, build, compileBaselines, setUp, startBaseline, startService } from './setup.js'
 
 const KILL_AFTER_MS = 5_000
 
@@ -63,7 +66,7 @@ const MODES = {
   },
 } as const satisfies Record<EngineName, Record<string, Mode>>
 
-const USAGE = `Usage: npm run bench [-- --quick] [-- --engine sqlite|postgres] [-- --no-build] [-- --autocannon]
+const USAGE = `Usage: npm run bench [-- --quick] [-- --engine sqlite|postgres] [-- --pooler] [-- --no-build] [-- --autocannon]
 
 Judges \`petstore serve\` (${SEED_PETS.toLocaleString('en-US')} pets, logging at info) against the floor (Fastify, pino,
 prom-client, @fastify/rate-limit on the reference baseline's store) and reports both against a bare node:http
@@ -72,6 +75,8 @@ bench/results/<timestamp>-<engine>[-quick].json (ignored by git). Memory over mi
   --engine    sqlite (default): the service on a SQLite file, the baseline in memory.
               postgres: the service on an embedded PostgreSQL server, against two baselines on its tables:
               node-postgres (the reference) and postgres.js.
+  --pooler    With --engine postgres: the service also with DATABASE_PREPARED_STATEMENTS=false, straight to the
+              server and through a PgBouncer in transaction mode, each reported ÷ the service (named statements)
   --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (2-4 minutes in all)
               instead of ${MODES.sqlite.full.rounds} of ${MODES.sqlite.full.roundS} s (SQLite 5-7) or ${MODES.postgres.full.rounds} of ${MODES.postgres.full.roundS} s (PostgreSQL 5.5-8)
   --no-build  Use dist/ as it is instead of compiling src/ first
@@ -131,9 +136,25 @@ const REFERENCES = {
   postgres: { baseline: { kind: 'pg', name: 'node-postgres baseline' }, companions: { postgresJs: 'postgres' } },
 } as const satisfies Record<EngineName, { baseline: { kind: BaselineKind; name: string }; companions: Partial<Record<CompanionId, BaselineKind>> }>
 
+/** Connections of the pooler to PostgreSQL: the service's own pool (DATABASE_POOL_SIZE's default), so only the pooling differs. */
+const POOLER_POOL_SIZE = 10
+
+/**
+ * With `--pooler`: the service again, on the same tables, its queries unnamed as a transaction pooler
+ * requires, straight to the server and through the pooler (issue 29). Each is measured against the service.
+ */
+function pooledServices(setup: Setup, poolerUrl: string): [CompanionId, Record<string, string>][] {
+  if (setup.engine.name !== 'postgres') throw new Error('--pooler needs the PostgreSQL engine')
+  const unnamed = { PATH: process.env.PATH ?? '', DATABASE_PREPARED_STATEMENTS: 'false' }
+  return [
+    ['unnamed', { ...unnamed, DATABASE_URL: setup.engine.url }],
+    ['pooled', { ...unnamed, DATABASE_URL: poolerUrl }],
+  ]
+}
+
 /** Identity checks, then every scenario on every server; true when every target was met. */
 async function benchmark(
-  run: { mode: Mode; engine: EngineName; startedAt: Date; header: object },
+  run: { mode: Mode; engine: EngineName; startedAt: Date; header: object; poolerUrl?: string },
   setup: Setup,
   started: Set<NodeProcess>,
   signal: AbortSignal,
@@ -146,6 +167,11 @@ async function benchmark(
   const companions: [CompanionId, Awaited<ReturnType<typeof startBaseline>>][] = []
   for (const [id, kind] of Object.entries(references.companions) as [CompanionId, BaselineKind][]) {
     companions.push([id, await startBaseline(setup, kind, compiled, started)])
+  }
+  for (const [id, env] of run.poolerUrl === undefined ? [] : pooledServices(setup, run.poolerUrl)) {
+    const { service } = await startService(setup.dir, `service-${id}`, env, started)
+    console.log(`bench: ${COMPANIONS[id].name} pid ${service.pid} on ${service.baseUrl}`)
+    companions.push([id, { process: service, url: service.baseUrl }])
   }
   await assertIdenticalBodies(
     setup.service.baseUrl,
@@ -194,11 +220,13 @@ async function main(): Promise<number> {
   let engineName: EngineName
   let buildFirst: boolean
   let tool: LoadOptions['tool']
+  let withPooler: boolean
   try {
     const { values } = parseArgs({
       options: {
         quick: { type: 'boolean' },
         engine: { type: 'string', default: 'sqlite' },
+        pooler: { type: 'boolean' },
         'no-build': { type: 'boolean' },
         autocannon: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -211,6 +239,8 @@ async function main(): Promise<number> {
     }
     if (values.engine !== 'sqlite' && values.engine !== 'postgres') throw new Error(`--engine must be sqlite or postgres, got "${values.engine}"`)
     engineName = values.engine
+    withPooler = values.pooler === true
+    if (withPooler && engineName !== 'postgres') throw new Error('--pooler needs --engine postgres')
     mode = values.quick === true ? MODES[engineName].quick : MODES[engineName].full
     buildFirst = values['no-build'] !== true
     tool = values.autocannon !== true && onPath('wrk') ? 'wrk' : 'autocannon'
@@ -228,31 +258,46 @@ async function main(): Promise<number> {
   /** The servers running now, stopped in order at the end and SIGKILLed by the last resort. */
   const started = new Set<NodeProcess>()
   let postgres: EmbeddedServer | undefined
+  let pooler: Pooler | undefined
+  const defaultServers = 3 + Object.keys(REFERENCES[engineName].companions).length
+  const servers = defaultServers + (withPooler ? 2 : 0)
+  // The bound grows with the servers measured: the load does, and so do the load-generator start-ups.
+  const hardLimitS = Math.ceil((mode.hardLimitS * servers) / defaultServers)
   const { stop, interrupted } = guardRun({
     name: 'bench',
     hardCleanup: () => {
       for (const child of started) child.child.kill('SIGKILL')
       killLoadGenerators()
       postgres?.kill()
+      // The pooler is SIGKILLed by scripts/pg-cluster.ts at this process's exit.
       fs.rmSync(dir, { recursive: true, force: true })
     },
-    hardLimitMs: mode.hardLimitS * 1000,
+    hardLimitMs: hardLimitS * 1000,
     timeLimitExitCode: 3,
-    timeLimitMessage: `still running after ${mode.hardLimitS} s; killing everything and giving up.`,
+    timeLimitMessage: `still running after ${hardLimitS} s; killing everything and giving up.`,
   })
 
-  const servers = 3 + Object.keys(REFERENCES[engineName].companions).length
   const loadS = SCENARIOS.length * (servers * mode.warmupS + servers * mode.rounds * mode.roundS)
-  console.log(`bench: ${mode.name} run on ${engineName}; about ${Math.ceil(loadS / 60)} min of load plus set-up; bounded at ${mode.hardLimitS} s`)
+  console.log(`bench: ${mode.name} run on ${engineName}; about ${Math.ceil(loadS / 60)} min of load plus set-up; bounded at ${hardLimitS} s`)
   let setup: Setup | undefined
   try {
     if (buildFirst) await build()
     console.log(`bench: load generator: ${tool}${tool === 'wrk' ? '' : ' (install wrk to spare the shared CPU)'}`)
     let engine: Engine = { name: 'sqlite' }
+    let poolerUrl: string | undefined
     if (engineName === 'postgres') {
       postgres = await startEmbeddedPostgres()
       engine = { name: 'postgres', url: postgres.url }
       console.log('bench: embedded PostgreSQL server started')
+      if (withPooler) {
+        const server = new URL(postgres.url)
+        pooler = await startPgBouncer(
+          { port: Number(server.port), user: decodeURIComponent(server.username), password: decodeURIComponent(server.password) },
+          { poolMode: 'transaction', poolSize: POOLER_POOL_SIZE },
+        )
+        poolerUrl = pooler.url(server.pathname.slice(1))
+        console.log(`bench: PgBouncer in transaction mode on port ${pooler.port} in front of it`)
+      }
     }
     setup = { ...(await setUp(dir, engine, started, stop.signal)), tool }
     const { service } = setup
@@ -273,11 +318,20 @@ async function main(): Promise<number> {
           engineName === 'postgres'
             ? ['node-postgres (reference)', 'postgres.js', 'floor (Fastify, pino, prom-client, @fastify/rate-limit; node-postgres)']
             : ['memory (reference)', 'floor (Fastify, pino, prom-client, @fastify/rate-limit; memory)'],
+        pooler:
+          pooler === undefined
+            ? undefined
+            : {
+                services: ['unnamed: DATABASE_PREPARED_STATEMENTS=false, straight to PostgreSQL', 'pooled: the same through PgBouncer'],
+                pgbouncer: (await pooler.admin('SHOW VERSION'))[0]?.version,
+                poolMode: 'transaction',
+                poolSize: POOLER_POOL_SIZE,
+              },
         logLevel: 'info',
       },
       seeding: setup.seeding,
     }
-    const pass = await benchmark({ mode, engine: engineName, startedAt, header }, setup, started, stop.signal)
+    const pass = await benchmark({ mode, engine: engineName, startedAt, header, poolerUrl }, setup, started, stop.signal)
     console.log(`bench: total ${seconds(Date.now() - startedAt.getTime())}`)
     return pass ? 0 : 1
   } catch (error) {
@@ -291,6 +345,7 @@ async function main(): Promise<number> {
     return 3
   } finally {
     await Promise.all([...started].map((child) => stopProcess(child, { killAfterMs: KILL_AFTER_MS })))
+    await pooler?.destroy().catch(() => {})
     await postgres?.destroy().catch(() => postgres?.kill())
     fs.rmSync(dir, { recursive: true, force: true })
   }

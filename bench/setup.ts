@@ -155,29 +155,7 @@ export async function setUp(dir: string, engine: Engine, started: Set<NodeProces
   // Only what the run needs: nothing from this shell (a DATABASE_URL, a PETSTORE_ENV) leaks in.
   const env = { PATH: process.env.PATH ?? '', DATABASE_URL: engine.name === 'postgres' ? engine.url : `sqlite://${dbPath}` }
   const key = await createKey(env, 'bench')
-  const serviceLog = path.join(dir, 'service.log')
-  // Metrics on a free port of their own, as in production, and known here: a failed run reads them.
-  const metricsPort = await freePort()
-  const service = await startPetstore({
-    cwd: ROOT,
-    env: {
-      ...env,
-      // Every request line is really written, to a file as in production; not dropped by the level.
-      LOG_LEVEL: 'info',
-      // The limiter still runs on every request, so its cost is measured, but never rejects the one key.
-      RATE_LIMIT_PER_KEY: '1000000000',
-      // Likewise the load shedder samples the event loop as in production, but a 503 would stop the run:
-      // on this shared 2-core machine the seeding alone pushed the mean delay past the default 100 ms.
-      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '2000',
-      SHUTDOWN_DRAIN_MS: '0',
-      METRICS_PORT: String(metricsPort),
-    },
-    logPath: serviceLog,
-    detached: true,
-    timeoutMs: READY_TIMEOUT_MS,
-  })
-  started.add(service)
-  void service.exited.then(() => started.delete(service))
+  const { service, log: serviceLog, metricsUrl } = await startService(dir, 'service', env, started)
   console.log(`bench: service pid ${service.pid} on ${service.baseUrl}; database and logs in ${dir}`)
 
   const seedStart = Date.now()
@@ -202,12 +180,49 @@ export async function setUp(dir: string, engine: Engine, started: Set<NodeProces
     key,
     service,
     serviceLog,
-    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+    metricsUrl,
     ids,
     idsFile,
     pets,
     seeding: { pets: SEED_PETS, seconds: round(seedMs / 1000, 1), readBackFrom: source, servicePeakRssMb },
   }
+}
+
+/**
+ * `petstore serve` as the run measures it, on the database of `env` (PATH and the DATABASE_ variables), its
+ * request log `<name>.log` in the temp folder; the first seeds the database, any other (`--pooler`) serves
+ * the same pets.
+ */
+export async function startService(
+  dir: string,
+  name: string,
+  env: Record<string, string>,
+  started: Set<NodeProcess>,
+): Promise<{ service: PetstoreProcess; log: string; metricsUrl: string }> {
+  const log = path.join(dir, `${name}.log`)
+  // Metrics on a free port of their own, as in production, and known here: a failed run reads them.
+  const metricsPort = await freePort()
+  const service = await startPetstore({
+    cwd: ROOT,
+    env: {
+      ...env,
+      // Every request line is really written, to a file as in production; not dropped by the level.
+      LOG_LEVEL: 'info',
+      // The limiter still runs on every request, so its cost is measured, but never rejects the one key.
+      RATE_LIMIT_PER_KEY: '1000000000',
+      // Likewise the load shedder samples the event loop as in production, but a 503 would stop the run:
+      // on this shared 2-core machine the seeding alone pushed the mean delay past the default 100 ms.
+      OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '2000',
+      SHUTDOWN_DRAIN_MS: '0',
+      METRICS_PORT: String(metricsPort),
+    },
+    logPath: log,
+    detached: true,
+    timeoutMs: READY_TIMEOUT_MS,
+  })
+  started.add(service)
+  void service.exited.then(() => started.delete(service))
+  return { service, log, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics` }
 }
 
 /**

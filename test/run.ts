@@ -49,6 +49,7 @@ const PROCESS_TESTS = [
   'shutdown-under-load.test.ts',
   'storage/backup.test.ts',
   'storage/durability.test.ts',
+  'storage/fleet.test.ts',
   'storage/migrations.test.ts',
   'storage/multi-instance.test.ts',
   'storage/outage.test.ts',
