@@ -11,7 +11,7 @@ import {
 } from '@petstore/client'
 import { SCHEMA_FILE, currentOpenApiDocument, generateSchemaTypes } from '../clients/typescript/src/codegen.js'
 import { parseRetryAfter } from '../clients/typescript/src/errors.js'
-import { ENGINES, ROOT, type TestDatabase, createTestDatabase } from './helper.js'
+import { DIRECT_ENGINES, ROOT, type TestDatabase, createTestDatabase } from './helper.js'
 import { type ServerProcess, cleanupProcesses, freePort, runCli, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 
 // The typed client in clients/typescript: its generated types against the document the service
@@ -180,7 +180,7 @@ const BEYOND_2_53 = 9007199254740993n
 const PUBLIC_BASE_URL = 'https://api.petstore.invalid'
 const FAILED_AUTH_PER_MINUTE = 3
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`typed client against petstore serve on ${engine}`, { timeout: 60_000 }, () => {
     let database: TestDatabase | undefined
     let server: ServerProcess | undefined

@@ -7,10 +7,10 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type TestContext, after, before, describe, it } from 'node:test'
 import pg from 'pg'
-import { type Pooler, type PostgresNode, clusterUnavailable, startPgBouncer, startPrimary, startStandby } from '../scripts/pg-cluster.js'
+import { type Pooler, type PostgresNode, startPgBouncer, startPrimary, startStandby } from '../scripts/pg-cluster.js'
 import { createKey } from '../scripts/petstore-process.js'
 import type { Engine } from './helper.js'
-import { type EmbeddedServer, TEST_POSTGRES_URL, createPostgresDatabase, startEmbeddedPostgres } from './postgres.js'
+import { type EmbeddedServer, POOLER_SKIP, TEST_POSTGRES_URL, createPostgresDatabase, startEmbeddedPostgres } from './postgres.js'
 import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir } from './processes.js'
 
 /*
@@ -292,7 +292,7 @@ async function destroyPooledCluster(cluster: PooledCluster | undefined): Promise
   await cluster?.primary.destroy()
 }
 
-const SKIP: Record<Engine, string | false> = { sqlite: false, postgres: skipPostgres, pgbouncer: clusterUnavailable() ?? false }
+const SKIP: Record<Engine, string | false> = { sqlite: false, postgres: skipPostgres, pgbouncer: POOLER_SKIP }
 
 for (const engine of ['sqlite', 'postgres', 'pgbouncer'] as const) {
   describe(`the fault matrix on ${engine}`, { skip: SKIP[engine], timeout: 300_000 }, () => {

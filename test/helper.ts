@@ -30,6 +30,12 @@ export const ENGINES: readonly Engine[] = [
   ...(process.env.PETSTORE_TEST_DATABASE_URL && process.env.PETSTORE_TEST_POOLER_PORT ? (['pgbouncer'] as const) : []),
 ]
 
+/**
+ * The engines reached directly, for the tests of the HTTP surface and of the process (the wire, validation,
+ * shutdown, probes, workers): a pooler between the service and PostgreSQL changes nothing they test.
+ */
+export const DIRECT_ENGINES: readonly Engine[] = ENGINES.filter((engine) => engine !== 'pgbouncer')
+
 /** The engine the service sees: `pgbouncer` is PostgreSQL. */
 export function storageEngine(engine: Engine): 'sqlite' | 'postgres' {
   return engine === 'sqlite' ? 'sqlite' : 'postgres'

@@ -1,5 +1,13 @@
-/** The PostgreSQL server the tests use, if any: `npm run test:unit` always provides one. */
-export const TEST_POSTGRES_URL = process.env.PETSTORE_TEST_DATABASE_URL
+import { clusterUnavailable } from '../scripts/pg-cluster.js'
 
 export { type EmbeddedServer, createPostgresDatabase, startEmbeddedPostgres } from '../scripts/embedded-postgres.js'
 
+/** The PostgreSQL server the tests use, if any: `npm run test:unit` always provides one. */
+export const TEST_POSTGRES_URL = process.env.PETSTORE_TEST_DATABASE_URL
+
+/**
+ * Why the tests of PostgreSQL behind a pooler (standbys, switchovers, a fleet) cannot run here, or false.
+ * They test PostgreSQL's side and run the same on every Node line, so CI runs them on one line only
+ * (PETSTORE_TEST_POOLER=off on the others: README, Tests).
+ */
+export const POOLER_SKIP: string | false = process.env.PETSTORE_TEST_POOLER === 'off' ? 'PETSTORE_TEST_POOLER=off' : (clusterUnavailable() ?? false)

@@ -6,7 +6,7 @@ import pino from 'pino'
 import { loadConfig } from '../src/config.js'
 import { LIVENESS_BOUND_MS } from '../src/probes.js'
 import { startServer as startInProcess } from '../src/server.js'
-import { ENGINES, createTestDatabase, sqliteDatabaseEnv } from './helper.js'
+import { DIRECT_ENGINES, createTestDatabase, sqliteDatabaseEnv } from './helper.js'
 import { cleanupProcesses, freePort, runCli, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 
 // Liveness and readiness on the metrics port while a burst of connections fills the API port and
@@ -83,7 +83,7 @@ async function connectionsAllowed(): Promise<number> {
   return Number.isFinite(limit) ? Math.min(WANTED_CONNECTIONS, limit - 500) : WANTED_CONNECTIONS
 }
 
-for (const engine of ENGINES) describe(`probes on the metrics port under a burst of connections (${engine})`, () => {
+for (const engine of DIRECT_ENGINES) describe(`probes on the metrics port under a burst of connections (${engine})`, () => {
   for (const [shape, args] of SHAPES) {
     it(`answers /healthz 200 and /readyz in the error shape or 200 within ${PROBE_TIMEOUT_MS} ms each time, on new connections, while the API port is flooded (${shape})`, { timeout: 120_000 }, async (t) => {
       const connections = await connectionsAllowed()

@@ -10,7 +10,7 @@ import { startEmbeddedPostgres } from './postgres.js'
  * Runs test files with `node --test`, with a PostgreSQL server for the tests of that engine: the one
  * PETSTORE_TEST_DATABASE_URL names, or else a throwaway embedded server started here for the whole
  * run (so a fresh machine needs no setup) and destroyed afterwards; and a PgBouncer in front of it
- * when PgBouncer is installed.
+ * when PgBouncer is installed, unless PETSTORE_TEST_POOLER=off (test/postgres.ts).
  *
  *   node --import tsx test/run.ts [--fast] [file or folder ...]
  *
@@ -86,7 +86,7 @@ if (embedded !== undefined) process.stderr.write('Started an embedded PostgreSQL
 // The PostgreSQL tests run again through a PgBouncer in transaction mode, as fleets run: a few server
 // connections shared by every test database (test/helper.ts, engine `pgbouncer`).
 const server = new URL(embedded?.url ?? url ?? '')
-const noPooler = poolerUnavailable()
+const noPooler = process.env.PETSTORE_TEST_POOLER === 'off' ? 'PETSTORE_TEST_POOLER=off' : poolerUnavailable()
 const pooler =
   noPooler === undefined
     ? await startPgBouncer(

@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import http from 'node:http'
 import net from 'node:net'
 import { after, describe, it } from 'node:test'
-import { ENGINES, type Engine, createTestDatabase } from './helper.js'
+import { DIRECT_ENGINES, type Engine, createTestDatabase } from './helper.js'
 import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir, within } from './processes.js'
 
 // SIGTERM to a real server while keep-alive clients keep it busy, as one process and as --workers 2:
@@ -164,7 +164,7 @@ async function sendCreate(port: number, key: string, name: string): Promise<{ na
   return { name, answer }
 }
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`SIGTERM under load on ${engine}`, () => {
     for (const [shape, args] of SHAPES) {
       const name =

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
 import { after, describe, it } from 'node:test'
 import { PetstoreError, createPetstoreClient } from '@petstore/client'
-import { BIN, ENGINES, createTestDatabase } from './helper.js'
+import { BIN, DIRECT_ENGINES, createTestDatabase } from './helper.js'
 import { cleanupProcesses, startServer, stopServer, trackedTempDir } from './processes.js'
 
 after(cleanupProcesses)
@@ -13,7 +13,7 @@ function childrenOf(pid: number): number[] {
   return result.stdout.split('\n').filter(Boolean).map(Number)
 }
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`serve --workers on ${engine}`, () => {
     it('runs two workers on one port that answer 300 concurrent creates with 201 and distinct ids, then stop together on SIGTERM', { timeout: 60_000 }, async (t) => {
       const dir = trackedTempDir('petstore-workers-')

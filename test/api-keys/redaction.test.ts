@@ -6,7 +6,7 @@ import net from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { createKey } from '../../scripts/petstore-process.js'
 import { containsKey, redactKeys } from '../../src/api-keys/api-keys.format.js'
-import { ENGINES, type TestDatabase, createTestDatabase } from '../helper.js'
+import { DIRECT_ENGINES, type TestDatabase, createTestDatabase } from '../helper.js'
 import { type ServerProcess, cleanupProcesses, freePort, startServer, stopServer, trackedTempDir } from '../processes.js'
 
 after(cleanupProcesses)
@@ -259,7 +259,7 @@ const COMBINATIONS = placements(() => '').reduce(
 
 const unknownKey = `ps_live_${Array.from({ length: 32 }, () => BASE62[randomInt(BASE62.length)]).join('')}`
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`redaction of a key in the wrong place, on ${engine}: ${COMBINATIONS} combinations`, () => {
     let database: TestDatabase
     let sink: Awaited<ReturnType<typeof startSpanSink>>

@@ -5,7 +5,7 @@ import Sqlite from 'better-sqlite3'
 import pg from 'pg'
 import type { Config } from '../../src/config.js'
 import type { Storage } from '../../src/storage/storage.js'
-import { ENGINES, type TestAppFixture, useTestApp } from '../helper.js'
+import { DIRECT_ENGINES, type TestAppFixture, useTestApp } from '../helper.js'
 
 /*
  * Can response times tell an attacker how much of a key is right?
@@ -127,7 +127,7 @@ async function apiKeyRows(database: Config['database']): Promise<Record<string, 
   }
 }
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`API key timing on ${engine}`, () => {
     const fx = useTestApp(engine, { env: NO_RATE_LIMITS })
 

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
 import { ConfigError, loadConfig } from '../../src/config.js'
-import { ENGINES, buildTestApp, errorBody, postPet, useTestApp } from '../helper.js'
+import { DIRECT_ENGINES, buildTestApp, errorBody, postPet, useTestApp } from '../helper.js'
 
 // CORS at the HTTP level: what a browser would be told, header by header, for listed and other origins,
 // preflights and actual requests, successes and refusals. test/http/cors-browser.test.ts shows a real
@@ -126,7 +126,7 @@ describe('CORS_ORIGINS', () => {
   }
 })
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`CORS for listed origins on ${engine}`, () => {
     const fx = useTestApp(engine, { env: CORS_ENV })
     const get = (url: string, origin: string | undefined, key = fx.key) =>

@@ -5,7 +5,7 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ERROR_STATUS, type ErrorCode } from '../../src/errors.js'
 import { http } from '../../src/http/node-http.js'
-import { ENGINES, ROOT, type TestApp, buildTestApp, postPet } from '../helper.js'
+import { DIRECT_ENGINES, ROOT, type TestApp, buildTestApp, postPet } from '../helper.js'
 
 // Every method, unknown tokens included, × every path the API port serves × If-None-Match × a key or
 // none, sent over a real socket (HEAD, CONNECT and unknown methods are Node's parser's business before
@@ -160,7 +160,7 @@ const DECLARED = ['ratelimit', 'ratelimit-policy', 'retry-after', 'www-authentic
 
 const combinations = (paths: number) => METHODS.length * paths * CONDITIONS.length * KEYED.length
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`the HTTP grid on ${engine}`, () => {
     let testApp: TestApp
     let port: number

@@ -13,7 +13,7 @@ import { ERROR_CODES, ERROR_STATUS } from '../../src/errors.js'
 import { MAX_HEADER_LINES } from '../../src/http/http-protocol.js'
 import { parseJson } from '../../src/http/json-body.js'
 import type { Storage } from '../../src/storage/storage.js'
-import { ENGINES, type Engine, ROOT, buildTestApp, type TestApp } from '../helper.js'
+import { DIRECT_ENGINES, type Engine, ROOT, buildTestApp, type TestApp } from '../helper.js'
 
 interface Response {
   $ref?: string
@@ -421,7 +421,7 @@ interface Target {
   otherScope: Scope
 }
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`OpenAPI document against the wire on ${engine}`, () => {
     let testApp: TestApp
     let overloadedApp: TestApp

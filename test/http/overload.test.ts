@@ -7,7 +7,7 @@ import { ERROR_DESCRIPTIONS } from '../../src/errors.js'
 import { OVERLOAD_RETRY_AFTER_S } from '../../src/http/load-shedding.js'
 import { createMetrics, type Metrics } from '../../src/http/metrics.js'
 import { procStatusKb, round } from '../../scripts/petstore-process.js'
-import { ENGINES, type TestApp, errorBody, sqliteDatabaseEnv, useTestApp } from '../helper.js'
+import { DIRECT_ENGINES, type TestApp, errorBody, sqliteDatabaseEnv, useTestApp } from '../helper.js'
 import {
   type ServerProcess,
   cleanupProcesses,
@@ -67,7 +67,7 @@ async function overloadRejections(metrics: Metrics): Promise<Record<string, numb
   return Object.fromEntries(values.map(({ labels, value }) => [String(labels.reason), value]))
 }
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`load shedding (${engine})`, () => {
     const metrics = createMetrics({ processMetrics: false })
     // Each turn of the lagging loop takes 100 ms, 2.5 times the threshold; an idle loop lags about 1 ms.

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import net from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { LINGER_MAX_BYTES, MAX_HEADER_LINES } from '../../src/http/http-protocol.js'
-import { ENGINES, type TestApp, buildTestApp, listPetsText } from '../helper.js'
+import { DIRECT_ENGINES, type TestApp, buildTestApp, listPetsText } from '../helper.js'
 
 // Every byte a client can send gets an answer of the service's own: the error shape, X-Request-Id and
 // Cache-Control: no-store, even where Node's HTTP layer would answer (or not answer) by itself.
@@ -68,7 +68,7 @@ function assertServiceError(response: RawResponse, status: number, code: string)
 
 const KEY_SHAPE = /ps_(live|test)_[A-Za-z0-9]/
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`the wire on ${engine}`, () => {
     let testApp: TestApp
     let port: number

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
-import { ENGINES, errorBody, listPetsText, postPet, useTestApp } from '../helper.js'
+import { DIRECT_ENGINES, errorBody, listPetsText, postPet, useTestApp } from '../helper.js'
 
 const BODY_LIMIT = 16 * 1024
 
@@ -82,7 +82,7 @@ const wholeBodyRejections: Rejection[] = [
   },
 ]
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`createPet validation on ${engine}`, () => {
     const fx = useTestApp(engine)
 

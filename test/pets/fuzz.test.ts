@@ -21,7 +21,7 @@ import {
   referenceCreatePet,
   referenceListQuery,
 } from './fuzz-reference.js'
-import { ENGINES, type TestApp, errorBody, useTestApp } from '../helper.js'
+import { DIRECT_ENGINES, type TestApp, errorBody, useTestApp } from '../helper.js'
 
 /*
  * Property-based fuzzing of the HTTP surface: bodies, content types, query strings, paths and
@@ -38,7 +38,7 @@ if (!Number.isSafeInteger(SEED) || !Number.isSafeInteger(TOTAL_RUNS) || TOTAL_RU
   throw new Error('FUZZ_SEED must be an integer and FUZZ_RUNS a positive integer')
 }
 const SHARES = { bodies: 0.5, contentTypes: 0.1, queries: 0.15, paths: 0.13, headers: 0.12 } as const
-const runsOf = (part: keyof typeof SHARES): number => Math.max(1, Math.ceil((TOTAL_RUNS * SHARES[part]) / ENGINES.length))
+const runsOf = (part: keyof typeof SHARES): number => Math.max(1, Math.ceil((TOTAL_RUNS * SHARES[part]) / DIRECT_ENGINES.length))
 
 // ---------------------------------------------------------------------------------------------
 // Values the schemas accept
@@ -676,7 +676,7 @@ function assertBothSides(what: string, accepted: number, runs: number): void {
   assert.ok(share > 0.1 && share < 0.9, `${what}: ${accepted} of ${runs} cases were valid; the generators are off balance`)
 }
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`fuzzing the HTTP surface on ${engine}`, () => {
     // Thousands of requests with one key and from one address: rate limits would answer 429 to
     // cases the rules under test say nothing about. Logs are kept in memory, so only warnings.

@@ -7,7 +7,7 @@ import { createApiKeysService } from '../../src/api-keys/api-keys.service.js'
 import { systemClock } from '../../src/clock.js'
 import { loadConfig } from '../../src/config.js'
 import { openStorage } from '../../src/storage/open-storage.js'
-import { ENGINES, type Engine, createTestDatabase } from '../helper.js'
+import { DIRECT_ENGINES, type Engine, createTestDatabase } from '../helper.js'
 import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackedTempDir, within } from '../processes.js'
 
 // Real server processes on a real database: what survives a restart, a crash and a shutdown.
@@ -63,7 +63,7 @@ function petId(body: string): number {
   return (JSON.parse(body) as { id: number }).id
 }
 
-for (const engine of ENGINES) {
+for (const engine of DIRECT_ENGINES) {
   describe(`durability of a real server on ${engine}`, () => {
     it('serves every pet identically after a SIGTERM, a clean exit and a restart on the same file', { timeout: 20_000 }, async () => {
       const { dir, env } = await freshDatabase(engine)

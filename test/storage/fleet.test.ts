@@ -13,7 +13,7 @@ import {
   startFleet,
   startFleetDatabase,
 } from '../../scripts/fleet.js'
-import { clusterUnavailable } from '../../scripts/pg-cluster.js'
+import { POOLER_SKIP } from '../postgres.js'
 import { createKey } from '../../scripts/petstore-process.js'
 import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackedTempDir } from '../processes.js'
 
@@ -27,7 +27,7 @@ after(cleanupProcesses)
 const INSTANCES = 6
 const WORKERS = 2
 
-describe('a fleet of 12 processes on one PostgreSQL through PgBouncer in transaction mode', { skip: clusterUnavailable() ?? false, timeout: 150_000 }, () => {
+describe('a fleet of 12 processes on one PostgreSQL through PgBouncer in transaction mode', { skip: POOLER_SKIP, timeout: 150_000 }, () => {
   let database: FleetDatabase | undefined
   let fleet: ServerProcess[] = []
   let serving: number[] = []

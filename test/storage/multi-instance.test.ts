@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
 import pg from 'pg'
 import { postgresMigrations } from '../../src/storage/migrations/postgres/index.js'
-import { TEST_POSTGRES_URL, createPostgresDatabase } from '../postgres.js'
+import { ENGINES, type Engine, createTestDatabase } from '../helper.js'
+import { TEST_POSTGRES_URL } from '../postgres.js'
 import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir } from '../processes.js'
 
 // Two `petstore serve` processes on one PostgreSQL database, as behind a load balancer: what one
@@ -25,7 +26,10 @@ interface Answer {
 
 const skip = TEST_POSTGRES_URL === undefined || TEST_POSTGRES_URL === '' ? 'PETSTORE_TEST_DATABASE_URL is not set: several instances share one PostgreSQL database only' : false
 
-describe('two instances on one PostgreSQL database', { skip, timeout: 60_000 }, () => {
+/** Straight to PostgreSQL, and through PgBouncer in transaction mode when the run has one. */
+const ROUTES: readonly Engine[] = ENGINES.includes('pgbouncer') ? ['postgres', 'pgbouncer'] : ['postgres']
+
+for (const engine of ROUTES) describe(`two instances on one PostgreSQL database${engine === 'pgbouncer' ? ', through PgBouncer' : ''}`, { skip, timeout: 60_000 }, () => {
   let env: Record<string, string> = {}
   let dir = ''
   let drop: (() => Promise<void>) | undefined
@@ -61,10 +65,10 @@ describe('two instances on one PostgreSQL database', { skip, timeout: 60_000 }, 
   }
 
   before(async () => {
-    const database = await createPostgresDatabase(TEST_POSTGRES_URL ?? '')
-    drop = database.drop
-    env = { DATABASE_URL: database.url }
     dir = trackedTempDir('petstore-multi-')
+    const database = await createTestDatabase(engine, dir)
+    drop = database.drop
+    env = database.env
     // At once, on a database no migration has touched: both race to migrate it. Info level, so
     // that each says whether it applied the migrations.
     instances = await Promise.all([0, 1].map(() => startServer({ ...env, LOG_LEVEL: 'info' }, dir)))
