@@ -26,6 +26,7 @@ import {
   Interrupted,
   type PetstoreProcess,
   createKey,
+  errorShape,
   guardRun,
   round,
   startPetstore,
@@ -209,18 +210,6 @@ interface LoadResult {
   loadCpuSeconds: number
 }
 
-function errorShape(status: number, text: string): string | undefined {
-  try {
-    const body = JSON.parse(text) as Record<string, unknown>
-    const keys = Object.keys(body).sort().join(',')
-    if (keys !== 'code,message,status') return `error body keys ${keys}`
-    if (body.status !== status) return `error body status ${String(body.status)} on a ${status}`
-    if (typeof body.code !== 'string' || typeof body.message !== 'string' || body.message === '') return 'error body types'
-    return undefined
-  } catch {
-    return `not JSON: ${text.slice(0, 80)}`
-  }
-}
 
 interface Answer {
   status: number

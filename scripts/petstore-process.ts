@@ -299,3 +299,17 @@ export function guardRun(options: {
   }, options.hardLimitMs).unref()
   return { stop, interrupted: () => signalled }
 }
+
+/** What is wrong with an error answer of `status` whose body is `text`, against the one error shape, or undefined. */
+export function errorShape(status: number, text: string): string | undefined {
+  try {
+    const body = JSON.parse(text) as Record<string, unknown>
+    const keys = Object.keys(body).sort().join(',')
+    if (keys !== 'code,message,status') return `error body keys ${keys}`
+    if (body.status !== status) return `error body status ${String(body.status)} on a ${status}`
+    if (typeof body.code !== 'string' || typeof body.message !== 'string' || body.message === '') return 'error body types'
+    return undefined
+  } catch {
+    return `not JSON: ${text.slice(0, 80)}`
+  }
+}

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { type TestContext, after, before, describe, it } from 'node:test'
 import pg from 'pg'
 import { type Pooler, type PostgresNode, startPgBouncer, startPrimary, startStandby } from '../scripts/pg-cluster.js'
-import { createKey } from '../scripts/petstore-process.js'
+import { createKey, errorShape } from '../scripts/petstore-process.js'
 import type { Engine } from './helper.js'
 import { type EmbeddedServer, POOLER_SKIP, TEST_POSTGRES_URL, createPostgresDatabase, startEmbeddedPostgres } from './postgres.js'
 import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir } from './processes.js'
@@ -137,18 +137,6 @@ interface Cell {
   slowestMs: number
 }
 
-function errorShape(status: number, text: string): string | undefined {
-  try {
-    const body = JSON.parse(text) as Record<string, unknown>
-    const keys = Object.keys(body).sort().join(',')
-    if (keys !== 'code,message,status') return `error body keys ${keys}`
-    if (body.status !== status) return `error body status ${String(body.status)} on a ${status}`
-    if (typeof body.code !== 'string' || typeof body.message !== 'string' || body.message === '') return 'error body types'
-    return undefined
-  } catch {
-    return `not JSON: ${text.slice(0, 80)}`
-  }
-}
 
 /**
  * One request over the cell's kept-alive connections (node:http, one connection per loop at most, so
