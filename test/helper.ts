@@ -123,9 +123,6 @@ export async function buildTestApp(engine: Engine, options: TestAppOptions = {})
   // app's load: shedding on event-loop delay is off unless a test turns it on (test/http/overload.test.ts).
   const config = loadConfig({ ...database.env, LOG_LEVEL: 'info', OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0', ...options.env }, dir)
   const clock = options.clock ?? new ManualClock()
-  const opened = await openStorage(config.database)
-  await opened.migrate()
-  const storage = options.storage?.(opened) ?? opened
   const logs: Record<string, unknown>[] = []
   const sink = new Writable({
     write(chunk: Buffer, _encoding, callback) {
@@ -135,7 +132,11 @@ export async function buildTestApp(engine: Engine, options: TestAppOptions = {})
       callback()
     },
   })
-  const app = await buildApp({ config, storage, clock, logger: createLogger(config, sink), metrics: options.metrics })
+  const logger = createLogger(config, sink)
+  const opened = await openStorage(config.database, 'DATABASE_URL', (message) => logger.warn(message))
+  await opened.migrate()
+  const storage = options.storage?.(opened) ?? opened
+  const app = await buildApp({ config, storage, clock, logger, metrics: options.metrics })
   await app.ready()
 
   return {
