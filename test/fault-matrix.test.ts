@@ -117,7 +117,8 @@ interface Keyed {
 interface Cell {
   engine: Engine
   fault: Fault
-  base: () => string
+  /** The instance that loop `loop` (or the checks, without one) sends to. */
+  base: (loop?: number) => string
   apiKey: string
   answers: Map<string, number>
   problems: string[]
@@ -131,8 +132,8 @@ interface Cell {
   faultStartedAt?: number
   /** Set when the fault ends (the pooler resumed or repointed, the server writable again, the process back). */
   faultEndedAt?: number
-  /** How long after the fault ended the first create was acknowledged. */
-  createdAgainAfterMs?: number
+  /** How long after the fault ended each instance acknowledged its first create, by its base URL. */
+  createdAgainAfterMs: Map<string, number>
   /** The longest a request waited for its answer. */
   slowestMs: number
 }
@@ -144,13 +145,14 @@ interface Cell {
  */
 function request(
   cell: Cell,
+  loop: number,
   method: string,
   url: string,
   headers: Record<string, string>,
   body: string | undefined,
 ): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
   return new Promise((resolve, reject) => {
-    const sent = http.request(`${cell.base()}${url}`, { method, headers, agent: cell.agent, timeout: ANSWER_WITHIN_MS }, (response) => {
+    const sent = http.request(`${cell.base(loop)}${url}`, { method, headers, agent: cell.agent, timeout: ANSWER_WITHIN_MS }, (response) => {
       let text = ''
       response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk))
       response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, text }))
@@ -186,7 +188,7 @@ async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnec
   let answer: { status: number; headers: http.IncomingHttpHeaders; text: string }
   const sentAt = Date.now()
   try {
-    answer = await request(cell, method, url, headers, body)
+    answer = await request(cell, loop, method, url, headers, body)
     cell.slowestMs = Math.max(cell.slowestMs, Date.now() - sentAt)
   } catch (error) {
     const { code, reused } = error as { code?: string; reused?: boolean }
@@ -209,7 +211,9 @@ async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnec
   const etag = answer.headers.etag ?? null
   if (status === 200 && etag !== null) cell.etags.set(url, etag)
   if (status === 201) {
-    if (cell.faultEndedAt !== undefined) cell.createdAgainAfterMs ??= Date.now() - cell.faultEndedAt
+    if (cell.faultEndedAt !== undefined && !cell.createdAgainAfterMs.has(cell.base(loop))) {
+      cell.createdAgainAfterMs.set(cell.base(loop), Date.now() - cell.faultEndedAt)
+    }
     const pet = JSON.parse(text) as { id: number | string }
     cell.acknowledged.set(String(pet.id), text)
     if (keyed !== undefined) keyed.answer = text
@@ -347,6 +351,8 @@ async function runCell(
   await runCli(['migrate'], env, dir, { rejectOnFailure: true, timeoutMs: 30_000 })
   const apiKey = await createKey(env, 'fault-matrix')
   let service: ServerProcess = await startServer(env, dir)
+  // Behind the pooler, two instances, as a fleet has: each must come through on its own.
+  const others: ServerProcess[] = engine === 'pgbouncer' ? [await startServer(env, dir)] : []
   const seeded = await fetch(`${service.baseUrl}/v1/pets`, {
     method: 'POST',
     headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
@@ -357,7 +363,7 @@ async function runCell(
   const cell: Cell = {
     engine,
     fault,
-    base: () => service.baseUrl,
+    base: (loop = 0) => [service, ...others][loop % (1 + others.length)]?.baseUrl ?? service.baseUrl,
     apiKey,
     answers: new Map(),
     problems: [],
@@ -368,6 +374,7 @@ async function runCell(
     knownId: String((JSON.parse(seed) as { id: number }).id),
     agent: new http.Agent({ keepAlive: true, maxSockets: LOOPS }),
     slowestMs: 0,
+    createdAgainAfterMs: new Map(),
   }
 
   let processEnding = false
@@ -530,18 +537,23 @@ async function runCell(
   const listedAfter = await runCli(['keys', 'list'], env, dir, { timeoutMs: 30_000 })
   assert.equal(listedAfter.code, 0, `keys list after ${fault}: ${listedAfter.stderr}`)
 
-  assert.equal(service.child.exitCode, null, `the process exited after ${fault}:\n${service.output()}`)
-  assert.doesNotMatch(service.output(), /fatal error|uncaught|unhandled/i, 'the log shows a crash')
-  await stopServer(service)
+  for (const instance of [service, ...others]) {
+    assert.equal(instance.child.exitCode, null, `the process exited after ${fault}:\n${instance.output()}`)
+    assert.doesNotMatch(instance.output(), /fatal error|uncaught|unhandled/i, 'the log shows a crash')
+    await stopServer(instance)
+  }
   cell.agent.destroy()
   assert.deepEqual(cell.problems, [], `${fault} on ${engine}: answers ${JSON.stringify([...cell.answers])}`)
   if (engine === 'pgbouncer') {
     const unavailable = [...cell.answers].filter(([what]) => what.endsWith(' 503'))
     t.diagnostic(
-      `${fault}: ${(cell.faultEndedAt ?? 0) - (cell.faultStartedAt ?? 0)} ms from its start to its end; the first create ${cell.createdAgainAfterMs ?? '(none)'} ms after the fault ended, the slowest answer ${cell.slowestMs} ms; ` +
+      `${fault}: ${(cell.faultEndedAt ?? 0) - (cell.faultStartedAt ?? 0)} ms from its start to its end; each instance's first create ${JSON.stringify([...cell.createdAgainAfterMs.values()])} ms after the fault ended, the slowest answer ${cell.slowestMs} ms; ` +
         `503s ${JSON.stringify(unavailable)}; answers ${JSON.stringify([...cell.answers])}`,
     )
-    assert.ok(cell.createdAgainAfterMs !== undefined && cell.createdAgainAfterMs <= RETRY_WITHIN_MS, `no create within ${RETRY_WITHIN_MS} ms after ${fault}`)
+    for (const instance of [service, ...others]) {
+      const after = cell.createdAgainAfterMs.get(instance.baseUrl)
+      assert.ok(after !== undefined && after <= RETRY_WITHIN_MS, `${instance.baseUrl} created nothing within ${RETRY_WITHIN_MS} ms after ${fault}`)
+    }
     // The pause holds requests at the pooler: they wait, within the service's limits, and complete.
     if (fault === 'switchover') assert.deepEqual(unavailable, [], 'a request failed during a paused switchover')
     if (READ_ONLY.has(fault)) {
