@@ -53,6 +53,7 @@ const PROCESS_TESTS = [
   'storage/migrations.test.ts',
   'storage/multi-instance.test.ts',
   'storage/outage.test.ts',
+  'storage/pooler.test.ts',
   'tracing/tracing.test.ts',
   'workers.test.ts',
 ]

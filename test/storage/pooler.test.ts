@@ -1,11 +1,15 @@
 import assert from 'node:assert/strict'
-import { describe, it } from 'node:test'
+import path from 'node:path'
+import { after, describe, it } from 'node:test'
 import { isUnavailable, lostPreparedStatement } from '../../src/storage/postgres/errors.js'
-import { ENGINES, buildTestApp, errorBody } from '../helper.js'
+import { ENGINES, buildTestApp, createTestDatabase, errorBody } from '../helper.js'
+import { cleanupProcesses, runCli, trackedTempDir } from '../processes.js'
 
 // PostgreSQL behind a pooler in transaction mode (docs/decisions/0020-postgres-behind-a-pooler.md): the
 // `pgbouncer` engine runs every PostgreSQL suite with DATABASE_PREPARED_STATEMENTS=false; this file
-// covers a pooler nobody declared.
+// covers a pooler nobody declared, and `petstore copy` (whose transactions hold a cursor) through one.
+
+after(cleanupProcesses)
 
 /** A PostgreSQL error as node-postgres raises it, with its SQLSTATE. */
 function pgError(code: string, message: string): Error {
@@ -60,5 +64,33 @@ describe('prepared statements left on behind a pooler in transaction mode', { sk
     )
     assert.deepEqual([...new Set(after.map((answer) => answer.statusCode))], [201])
     assert.equal(warnings().length, 1)
+  })
+})
+
+describe('petstore copy through PgBouncer in transaction mode', { skip: !ENGINES.includes('pgbouncer') && 'no PgBouncer in this run' }, () => {
+  it('copies a SQLite database into PostgreSQL through the pooler and back, verified on both sides', async (t) => {
+    const dir = trackedTempDir('petstore-pooler-copy-')
+    const source = await buildTestApp('sqlite')
+    const key = await source.createKey()
+    for (let i = 1; i <= 30; i++) {
+      const headers = { 'content-type': 'application/json', ...(i % 3 === 0 ? { 'idempotency-key': `copy-${i}` } : {}) }
+      const created = await source.request(key, { method: 'POST', url: '/v1/pets', headers, payload: `{"name":"pet ${i}","categoryId":${i}}` })
+      assert.equal(created.statusCode, 201)
+    }
+    await source.app.close()
+    const from = `sqlite://${source.config.database.engine === 'sqlite' ? source.config.database.path : ''}`
+    const pooled = await createTestDatabase('pgbouncer', dir)
+    t.after(async () => {
+      await pooled.drop()
+      await source.close()
+    })
+    const env = { DATABASE_PREPARED_STATEMENTS: 'false' }
+    const into = await runCli(['copy', '--from', from, '--to', pooled.env.DATABASE_URL ?? ''], env, dir, { timeoutMs: 60_000 })
+    assert.equal(into.code, 0, into.stderr)
+    assert.match(into.stdout, /Verified: every table has the same rows and checksum on both sides\./)
+    const back = await runCli(['copy', '--from', pooled.env.DATABASE_URL ?? '', '--to', `sqlite://${path.join(dir, 'back.db')}`], env, dir, { timeoutMs: 60_000 })
+    assert.equal(back.code, 0, back.stderr)
+    assert.match(back.stdout, /^pets +30 /m)
+    assert.match(back.stdout, /Verified: every table has the same rows and checksum on both sides\./)
   })
 })
