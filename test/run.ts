@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { poolerUnavailable, startPgBouncer } from '../scripts/pg-cluster.js'
-import { startEmbeddedPostgres } from './postgres.js'
+import { poolerOff, startEmbeddedPostgres } from './postgres.js'
 
 /*
  * Runs test files with `node --test`, with a PostgreSQL server for the tests of that engine: the one
@@ -87,7 +87,7 @@ if (embedded !== undefined) process.stderr.write('Started an embedded PostgreSQL
 // The PostgreSQL tests run again through a PgBouncer in transaction mode, as fleets run: a few server
 // connections shared by every test database (test/helper.ts, engine `pgbouncer`).
 const server = new URL(embedded?.url ?? url ?? '')
-const noPooler = process.env.PETSTORE_TEST_POOLER === 'off' ? 'PETSTORE_TEST_POOLER=off' : poolerUnavailable()
+const noPooler = poolerOff() ?? poolerUnavailable()
 const pooler =
   noPooler === undefined
     ? await startPgBouncer(

@@ -8,7 +8,8 @@ import { isLockTimeout, isUnavailable, lostPreparedStatement } from './errors.js
  * again. Closing it ends the transaction at the server, or at the pooler, as a ROLLBACK would.
  */
 function discards(error: unknown): boolean {
-  return lostPreparedStatement(error) || (isUnavailable(error) && !isLockTimeout(error))
+  // Lost statements are among the unavailable errors (errors.ts); a lock timeout leaves the connection sound.
+  return isUnavailable(error) && !isLockTimeout(error)
 }
 
 /**
