@@ -17,6 +17,50 @@ interface ConnectionState {
   quietSince: number | undefined
 }
 
+/** One entry of Node's list of an HTTP server's connections: a connection's parser. */
+interface ParserEntry {
+  socket?: unknown
+}
+
+/**
+ * Node's own list of an HTTP server's connections (lib/_http_server.js), which it keeps for the
+ * headers and request timeouts: `idle()` holds those between requests, `all()` every one. No public
+ * API tells a connection part-way through reading a request from an idle one: `closeIdleConnections()`
+ * reads this list for that, but destroys the idle ones at once. Undefined before the server listens,
+ * or if a version of Node no longer keeps it there.
+ */
+function connectionsList(server: Server): { all(): ParserEntry[]; idle(): ParserEntry[] } | undefined {
+  const key = Object.getOwnPropertySymbols(server).find((symbol) => symbol.description === 'http.server.connections')
+  const list = key === undefined ? undefined : (server as unknown as Record<symbol, unknown>)[key]
+  if (typeof list !== 'object' || list === null || !('all' in list) || !('idle' in list)) return undefined
+  if (typeof list.all !== 'function' || typeof list.idle !== 'function') return undefined
+  return list as { all(): ParserEntry[]; idle(): ParserEntry[] }
+}
+
+/**
+ * The connections of `server` that have read part of a request and not all of it (headers started, or
+ * a body still coming). Without Node's list, none: such a connection is then closed once quiet, like
+ * an idle one, rather than left to the request limits.
+ */
+function readingRequests(server: Server): Set<unknown> {
+  const list = connectionsList(server)
+  if (list === undefined) return new Set()
+  const idle = new Set(list.idle().map((entry) => entry.socket))
+  return new Set(
+    list
+      .all()
+      .map((entry) => entry.socket)
+      .filter((socket) => !idle.has(socket)),
+  )
+}
+
+/**
+ * A TCP connection's addresses, which its TLS socket shares: no public API leads from a TLS socket to
+ * the TCP socket it wraps. The local address counts, since a client may use one port towards two of the
+ * server's addresses.
+ */
+const addresses = (socket: Socket): string => `${socket.remoteAddress} ${socket.remotePort} ${socket.localAddress}`
+
 /**
  * Makes `response`, a connection's latest answer, the one after which it closes. Only the latest may
  * say so: Node closes a connection after an answer that says `Connection: close`, and would never send
@@ -37,9 +81,10 @@ export interface ConnectionDrain {
   stopAccepting(): void
   /**
    * From now on each connection's latest answer says `Connection: close` (unless its headers are
-   * already sent) and the connection closes after it, and a connection with no answer in progress is
-   * closed once it has read nothing for `quietMs`, counted from this call at the earliest. Resolves
-   * when every connection is closed. Call after `stopAccepting`.
+   * already sent) and the connection closes after it, and a connection with no answer in progress and
+   * no request part-read (a TLS one still in its handshake among them) is closed once it has read
+   * nothing for `quietMs`, counted from this call at the earliest. Resolves when every connection is
+   * closed. Call after `stopAccepting`.
    */
   closeConnections(quietMs: number): Promise<void>
 }
@@ -60,18 +105,40 @@ export interface ConnectionDrain {
 export function followConnections(server: Server, now: () => number = () => performance.now()): ConnectionDrain {
   const currentAnswer = currentAnswers(server)
   const connections = new Map<Socket, ConnectionState>()
+  // Over TLS, the TCP connections whose handshake has not finished, by their addresses: until it does,
+  // no TLS socket is there to follow, and one of them would hold the listener's close until the handshake
+  // timeout.
+  const handshakes = new Map<string, Socket>()
   let closing = false
   let pruneAt = PRUNE_MIN
-  // Over TLS (src/http/tls.ts) requests arrive on the TLS socket that wraps the TCP one: that is the one to follow.
-  server.on('setSecureContext' in server ? 'secureConnection' : 'connection', (socket: Socket) => {
+  const follow = (socket: Socket): void => {
     connections.set(socket, { closer: undefined, bytesSeen: 0, quietSince: undefined })
     // Closed connections are dropped here, a batch at a time, rather than by a 'close' listener of their
     // own: Node adds and removes one on the socket for every request, and a third would make it
     // allocate a new list of listeners each time.
     if (connections.size < pruneAt) return
     for (const followed of connections.keys()) if (followed.destroyed) connections.delete(followed)
+    for (const [key, tcp] of handshakes) if (tcp.destroyed) handshakes.delete(key)
     pruneAt = Math.max(PRUNE_MIN, 2 * connections.size)
-  })
+  }
+  if ('setSecureContext' in server) {
+    server.on('connection', (tcp: Socket) => {
+      handshakes.set(addresses(tcp), tcp)
+      follow(tcp)
+    })
+    // Requests arrive on the TLS socket that wraps the TCP one (src/http/tls.ts): from now on, that is the one to follow.
+    server.on('secureConnection', (socket: Socket) => {
+      const key = addresses(socket)
+      const tcp = handshakes.get(key)
+      if (tcp !== undefined) {
+        handshakes.delete(key)
+        connections.delete(tcp)
+      }
+      follow(socket)
+    })
+  } else {
+    server.on('connection', follow)
+  }
   const closeAfterRequest = (request: IncomingMessage, response: ServerResponse): void => {
     const state = connections.get(request.socket)
     if (state !== undefined) closeAfter(state, response)
@@ -79,14 +146,16 @@ export function followConnections(server: Server, now: () => number = () => perf
 
   const closeQuiet = (quietMs: number): void => {
     const at = now()
+    const reading = readingRequests(server)
     for (const [socket, state] of connections) {
       if (socket.destroyed) {
         connections.delete(socket)
         continue
       }
       const answer = currentAnswer(socket)
-      // bytesRead counts what Node has read from the kernel, parsed into a request yet or not.
-      if ((answer !== undefined && !answer.writableFinished) || socket.bytesRead !== state.bytesSeen) {
+      // bytesRead counts what Node has read from the kernel, parsed into a request yet or not. A request
+      // part-read is left to the headers and request timeouts, which answer it 408, or to be served.
+      if ((answer !== undefined && !answer.writableFinished) || reading.has(socket) || socket.bytesRead !== state.bytesSeen) {
         state.bytesSeen = socket.bytesRead
         state.quietSince = undefined
       } else {

@@ -6,7 +6,8 @@ import { afterEach, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pino from 'pino'
 import { type ConnectionDrain, followConnections } from '../../src/http/connection-drain.js'
-import { createHttpServer } from '../../src/http/http-protocol.js'
+import { clientErrorHandler, createHttpServer } from '../../src/http/http-protocol.js'
+import { within } from '../processes.js'
 
 // Shutdown meets each state a connection can be in, on the service's own Node server with its
 // lingering close: idle after an answer, an answer in progress (headers unsent, or sent and the body
@@ -119,12 +120,15 @@ afterEach(() => {
   for (const server of servers.splice(0)) server.close()
 })
 
+/** The service's limits, which no test here reaches unless it sets shorter ones. */
+const TIMEOUTS = { requestMs: 10_000, headersMs: 5_000, keepAliveMs: 10_000 }
+
 /**
  * The service's Node server (createHttpServer) followed by the drain, with a handler that answers
  * `/now` at once, holds `/hold/…` until released, and for `/stream/…` sends its headers and a first
- * chunk, holding the rest until released.
+ * chunk, holding the rest until released. Client errors are answered as Fastify has the service answer them.
  */
-async function startServer(): Promise<TestServer> {
+async function startServer(timeouts = TIMEOUTS): Promise<TestServer> {
   const held = new Map<string, ServerResponse>()
   const requests: string[] = []
   let accepted = 0
@@ -139,9 +143,10 @@ async function startServer(): Promise<TestServer> {
       if (path.startsWith('/stream/')) response.writeHead(200, { 'content-type': 'text/plain' }).write('first ')
       held.set(path, response)
     },
-    { timeouts: { requestMs: 10_000, headersMs: 5_000, keepAliveMs: 10_000 } },
+    { timeouts },
     pino({ level: 'silent' }),
   )
+  server.on('clientError', clientErrorHandler)
   server.on('connection', () => accepted++)
   const drain = followConnections(server)
   server.listen(0, '127.0.0.1')
@@ -331,6 +336,35 @@ describe('closing connections at shutdown', () => {
     assert.equal(busy.isEnded(), false, 'the connection was closed with its answer in progress')
     server.release('/hold/kept')
     assert.deepEqual(summary(await answersAtClose(busy)), ['/hold/kept 200 close'])
+    await closed
+  })
+
+  it('answers a request whose headers were part-sent as shutdown began, once they are finished, with Connection: close', async () => {
+    const server = await startServer()
+    const halfway = await client(server)
+    await send(halfway, 'GET /now HTTP/1.1\r\nHo')
+    const closed = server.drain.closeConnections(50)
+    await sleep(A_WHILE_MS)
+    assert.equal(halfway.isEnded(), false, 'the connection was closed part-way through its headers')
+    await send(halfway, 'st: drain\r\n\r\n')
+    assert.deepEqual(summary(await answersAtClose(halfway)), ['/now 200 close'])
+    await closed
+  })
+
+  it('answers 408 in the service\'s error shape to headers never finished after shutdown began, within the headers timeout', async () => {
+    const headersMs = 1_000
+    const server = await startServer({ ...TIMEOUTS, headersMs })
+    const halfway = await client(server)
+    const sentAt = performance.now()
+    await send(halfway, 'GET /now HTTP/1.1\r\nHo')
+    const closed = server.drain.closeConnections(50)
+    // Node looks for expired headers every 500 ms (createHttpServer's connectionsCheckingInterval).
+    const [answer, ...more] = await within(answersAtClose(halfway), headersMs + 2_000, () => 'the connection was not answered in time')
+    assert.deepEqual(more, [])
+    assert.equal(answer?.status, 408, halfway.received())
+    assert.equal(answer.headers.connection, 'close')
+    assert.deepEqual(JSON.parse(answer.body), { code: 'request_timeout', message: 'The request took too long to arrive.', status: 408 })
+    assert.ok(performance.now() - sentAt >= headersMs, 'answered before the headers timeout')
     await closed
   })
 
