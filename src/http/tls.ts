@@ -69,13 +69,23 @@ export function readCertificatePair(files: TlsFiles): CertificatePair {
 /**
  * The API port's server over TLS: HTTP/1.1 only (no ALPN, so no HTTP/2), with Strict-Transport-Security
  * on every answer, Fastify's and the ones written before Fastify has a request alike.
+ *
+ * The handshake is given as long as the headers are (HEADERS_TIMEOUT_MS), whose limit only starts once it
+ * has finished: it is the same few kilobytes and round trips from the client, and a connection that
+ * never finishes it would otherwise hold its socket, and a shutdown, for Node's two minutes.
  */
 export function createHttpsServer(options: ServerOptions, pair: CertificatePair, listener: RequestListener): Server {
   const https = process.getBuiltinModule('node:https')
-  return https.createServer({ ...options, cert: pair.cert, key: pair.key }, (request, response) => {
+  const server = https.createServer({ ...options, handshakeTimeout: options.headersTimeout, cert: pair.cert, key: pair.key }, (request, response) => {
     response.setHeader('strict-transport-security', STRICT_TRANSPORT_SECURITY)
     listener(request, response)
   })
+  // Node hands a failed or timed-out handshake to 'clientError', whose handler answers in HTTP and ends
+  // the socket: a TLS socket without a finished handshake can carry no answer, and its end() never
+  // closes it, so the connection would stay open for ever.
+  server.removeAllListeners('tlsClientError')
+  server.on('tlsClientError', (_error, socket) => socket.destroy())
+  return server
 }
 
 /** How long file events are gathered before a reload: certbot replaces the certificate and the key one after the other. */

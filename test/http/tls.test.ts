@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
+import { once } from 'node:events'
 import fs from 'node:fs'
 import https from 'node:https'
+import net from 'node:net'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -120,7 +122,12 @@ function get(port: number, pathname: string, { agent, ca }: { agent?: https.Agen
 }
 
 /** `petstore serve` over TLS on a free port of 127.0.0.1, with metrics on another; resolves once /healthz answers over HTTPS. */
-async function startTlsServer(dir: string, files: { certFile: string; keyFile: string }, ca: Buffer[], args: string[] = []): Promise<TlsServer> {
+async function startTlsServer(
+  dir: string,
+  files: { certFile: string; keyFile: string },
+  ca: Buffer[],
+  { args = [], env = {} }: { args?: string[]; env?: Record<string, string> } = {},
+): Promise<TlsServer> {
   const [port, metricsPort] = [await freePort(), await freePort()]
   const started = spawnNode('petstore serve (TLS)', [BIN, 'serve', ...args], {
     cwd: dir,
@@ -134,6 +141,7 @@ async function startTlsServer(dir: string, files: { certFile: string; keyFile: s
       DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}`,
       TLS_CERT_FILE: files.certFile,
       TLS_KEY_FILE: files.keyFile,
+      ...env,
     },
     // A group of its own, so that a test that fails half-way can kill its --workers too.
     detached: true,
@@ -193,6 +201,19 @@ function logLines(server: TlsServer, message: string): Record<string, unknown>[]
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as Record<string, unknown>)
     .filter((line) => line.msg === message)
+}
+
+/** The start of a ClientHello: a record header announcing 200 bytes, and 6 of them. */
+const HALF_CLIENT_HELLO = Buffer.from('16030100c8010000c40303', 'hex')
+
+/** A TCP connection to `port` that sends `bytes` and nothing more, as a client stalled in its TLS handshake would. */
+async function stalledHandshake(port: number, bytes: Buffer): Promise<{ socket: net.Socket; closed: Promise<void> }> {
+  const socket = net.connect(port, '127.0.0.1')
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+  socket.on('error', () => {})
+  await once(socket, 'connect')
+  socket.write(bytes)
+  return { socket, closed }
 }
 
 describe('TLS served by the service', { skip: opensslSkip }, () => {
@@ -287,7 +308,7 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
     const ca = [first.pem, second.pem]
     // Files in a folder of their own, rewritten in place through another path: the folder's watch sees nothing.
     const live = liveFolder(dir, first)
-    const server = await startTlsServer(dir, live, ca, ['--workers', '2'])
+    const server = await startTlsServer(dir, live, ca, { args: ['--workers', '2'] })
     try {
       // Both workers serve before the files change: one still starting would read the new files itself.
       await within(
@@ -342,6 +363,41 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
       assert.deepEqual(logLines(server, 'TLS certificate reloaded'), [])
     } finally {
       await stop(server)
+    }
+  })
+
+  it('closes connections whose TLS handshake is not finished within HEADERS_TIMEOUT_MS, whatever they sent', { timeout: 60_000 }, async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    const first = makeCertificate(dir, 'first')
+    const server = await startTlsServer(dir, first, [first.pem], { env: { HEADERS_TIMEOUT_MS: '1000' } })
+    try {
+      const stalled = await Promise.all([stalledHandshake(server.port, Buffer.alloc(0)), stalledHandshake(server.port, HALF_CLIENT_HELLO)])
+      const openedAt = performance.now()
+      try {
+        await within(Promise.all(stalled.map(({ closed }) => closed)), 6_000, () => `a stalled handshake was still open:\n${server.output()}`)
+      } finally {
+        for (const { socket } of stalled) socket.destroy()
+      }
+      assert.ok(performance.now() - openedAt >= 900, 'closed before HEADERS_TIMEOUT_MS')
+      assert.equal((await get(server.port, '/healthz', { ca: [first.pem] })).status, 200)
+    } finally {
+      await stop(server)
+    }
+  })
+
+  it('stops cleanly on SIGTERM with a connection part-way through its handshake, closing it once quiet', { timeout: 60_000 }, async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    const first = makeCertificate(dir, 'first')
+    // Limits far beyond the shutdown's: only the drain can close the stalled connection in time.
+    const env = { HEADERS_TIMEOUT_MS: '60000', REQUEST_TIMEOUT_MS: '60000', SHUTDOWN_TIMEOUT_MS: '3000' }
+    const server = await startTlsServer(dir, first, [first.pem], { env })
+    const stalled = await stalledHandshake(server.port, HALF_CLIENT_HELLO)
+    try {
+      await stop(server)
+      await within(stalled.closed, 1_000, () => 'the stalled connection was left open')
+      assert.equal(logLines(server, 'shut down cleanly').length, 1, server.output())
+    } finally {
+      stalled.socket.destroy()
     }
   })
 
