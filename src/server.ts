@@ -35,13 +35,12 @@ export async function startServer(
   // Read before the database is opened: a certificate that cannot be served stops the start, naming its variable.
   const certificates = config.tls === undefined ? undefined : readCertificatePair(config.tls)
   let storage: Storage
-  const warn = (message: string) => logger.warn(message)
   if (migrate) {
-    const opened = await openMigratedStorage(config.database, 'DATABASE_URL', warn)
+    const opened = await openMigratedStorage(config.database, 'DATABASE_URL', logger)
     if (opened.applied.length > 0) logger.info({ migrations: opened.applied }, 'applied migrations')
     storage = opened.storage
   } else {
-    storage = await openStorage(config.database, 'DATABASE_URL', warn)
+    storage = await openStorage(config.database, 'DATABASE_URL', logger)
   }
   if (tracing !== undefined) storage = tracing.traceStorage(storage)
   let draining = false

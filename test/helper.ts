@@ -133,7 +133,7 @@ export async function buildTestApp(engine: Engine, options: TestAppOptions = {})
     },
   })
   const logger = createLogger(config, sink)
-  const opened = await openStorage(config.database, 'DATABASE_URL', (message) => logger.warn(message))
+  const opened = await openStorage(config.database, 'DATABASE_URL', logger)
   await opened.migrate()
   const storage = options.storage?.(opened) ?? opened
   const app = await buildApp({ config, storage, clock, logger, metrics: options.metrics })

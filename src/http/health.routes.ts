@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyInstance } from 'fastify'
-import type { Storage } from '../storage/storage.js'
+import { type Storage, StorageFault } from '../storage/storage.js'
 import { ApiError } from '../errors.js'
 import { LIVE_BODY } from '../probes.js'
 import { StringEnum } from './schema-types.js'
@@ -42,7 +42,8 @@ export function registerHealthRoutes(
       await storage.ping()
     } catch (error) {
       request.log.warn({ reqId: request.id, err: error }, 'readiness check failed')
-      throw new ApiError('unavailable', 'The database is not answering.', { 'retry-after': '5' })
+      const reason = error instanceof StorageFault ? error.message : 'The database is not answering.'
+      throw new ApiError('unavailable', reason, { 'retry-after': '5' })
     }
     const rateLimitStore = rateLimitStoreStatus()
     return {

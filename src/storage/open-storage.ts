@@ -1,24 +1,24 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { ConfigError, type DatabaseConfig } from '../config.js'
-import type { Storage } from './storage.js'
+import type { Storage, StorageLog } from './storage.js'
 
 /**
  * Opens the configured engine. Nothing is migrated until `migrate()`. A SQLite file is created in its
  * folder if missing, but the folder only for the unset default: `named` (DATABASE_URL unless a command
- * line option gave the URL) is blamed for a folder that does not exist. `warn` hears what the operator
- * should fix while the storage runs (a pooler that drops prepared statements).
+ * line option gave the URL) is blamed for a folder that does not exist. `log` hears what the operator
+ * should fix while the storage runs (a pooler that drops prepared statements, a SQLite file deleted).
  */
-export async function openStorage(database: DatabaseConfig, named = 'DATABASE_URL', warn?: (message: string) => void): Promise<Storage> {
+export async function openStorage(database: DatabaseConfig, named = 'DATABASE_URL', log?: StorageLog): Promise<Storage> {
   // Each engine's driver is loaded only when it is the configured one: memory is part of the budget.
   if (database.engine === 'sqlite') {
     if (database.createFolder === true) fs.mkdirSync(path.dirname(database.path), { recursive: true })
     else checkSqliteFolder(database, named)
     const { openSqliteStorage } = await import('./sqlite/sqlite-storage.js')
-    return openSqliteStorage(database.path)
+    return openSqliteStorage(database.path, { named, log })
   }
   const { openPostgresStorage } = await import('./postgres/postgres-storage.js')
-  return openPostgresStorage({ ...database, warn })
+  return openPostgresStorage({ ...database, warn: log === undefined ? undefined : (message) => log.warn(message) })
 }
 
 /** Throws, naming `named`, if `database` is a SQLite file whose folder does not exist (and is not to be made). */
@@ -40,9 +40,9 @@ export function checkSqliteFolder(database: DatabaseConfig, named: string): void
 export async function openMigratedStorage(
   database: DatabaseConfig,
   named = 'DATABASE_URL',
-  warn?: (message: string) => void,
+  log?: StorageLog,
 ): Promise<{ storage: Storage; applied: string[] }> {
-  const storage = await openStorage(database, named, warn)
+  const storage = await openStorage(database, named, log)
   try {
     return { storage, applied: await storage.migrate() }
   } catch (error) {

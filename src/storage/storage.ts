@@ -5,6 +5,20 @@ import type { DeprecationsRepository } from '../deprecations/deprecations.reposi
 import type { IdempotencyRepository } from '../idempotency/idempotency.repository.js'
 import type { PetsRepository } from '../pets/pets.repository.js'
 
+/** Where an engine tells the operator what to fix while it runs; the service's logger is one. */
+export interface StorageLog {
+  warn(message: string): void
+  error(message: string): void
+}
+
+/**
+ * The database cannot serve for a reason readiness names to its prober: the message carries no
+ * path or other internals (the log has them). The engine that throws it counts it in `isUnavailable`.
+ */
+export class StorageFault extends Error {
+  override readonly name = 'StorageFault'
+}
+
 /** A connection pool at one instant. */
 export interface PoolStats {
   /** Connections open, idle or lent to a query. */
@@ -32,7 +46,7 @@ export interface Storage {
   migrate(): Promise<string[]>
   /** True for failures of the database itself (busy, full, read-only, gone): the client gets 503. */
   isUnavailable(error: unknown): boolean
-  /** Resolves when the database answers a query. */
+  /** Resolves when the database answers a query; rejects with a `StorageFault` when it can name the reason. */
   ping(): Promise<void>
   /**
    * SQLite only: copies one consistent snapshot of the database to `file` while other connections

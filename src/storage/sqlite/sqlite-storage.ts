@@ -5,7 +5,8 @@ import { createSqliteDeprecationsRepository } from '../../deprecations/deprecati
 import { createSqliteIdempotencyRepository } from '../../idempotency/idempotency.repository.sqlite.js'
 import { createSqlitePetsRepository, trackSqlitePetChanges } from '../../pets/pets.repository.sqlite.js'
 import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
-import type { Storage } from '../storage.js'
+import { type Storage, StorageFault, type StorageLog } from '../storage.js'
+import { guardDatabaseFile } from './database-file.js'
 import { inTransaction } from './transaction.js'
 
 // Failures of the database file or its host, not of the request: the client may retry later.
@@ -13,6 +14,7 @@ const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|FULL|READONLY|IOERR|CANTOPEN|PROTOCOL|
 
 function isUnavailable(error: unknown): boolean {
   if (error instanceof Sqlite.SqliteError) return UNAVAILABLE.test(error.code)
+  if (error instanceof StorageFault) return true
   return error instanceof TypeError && error.message === 'The database connection is not open'
 }
 
@@ -22,12 +24,39 @@ function recordedMigrations(db: Sqlite.Database): string[] {
   return table === undefined ? [] : db.prepare<[], string>('SELECT name FROM schema_migrations').pluck().all()
 }
 
+/** The methods of `R` that return a promise. */
+type AsyncMethods<R> = { [K in keyof R]: R[K] extends (...args: never[]) => Promise<unknown> ? K : never }[keyof R]
+
+/** `repository`, with `check` run before each of its `writes` and again once it has committed, before its caller hears of it. */
+function guardWrites<R extends object>(repository: R, writes: readonly AsyncMethods<R>[], check: () => void): R {
+  const guarded = { ...repository }
+  for (const name of writes) {
+    const write = repository[name] as (...args: unknown[]) => Promise<unknown>
+    guarded[name] = (async (...args: unknown[]) => {
+      check()
+      const result = await write.apply(repository, args)
+      check()
+      return result
+    }) as R[typeof name]
+  }
+  return guarded
+}
+
 /** Pages copied per turn of the event loop by `backup` (4 KiB each: 4 MiB). */
 const BACKUP_PAGES_PER_STEP = 1024
 
-/** Opens (creating if needed) the SQLite file in a folder that exists. Repositories are prepared after `migrate()`. */
-export function openSqliteStorage(file: string): Storage {
+/**
+ * Opens (creating if needed) the SQLite file in a folder that exists. Repositories are prepared after
+ * `migrate()`. `named` is the variable that gave `file`, for the log.
+ */
+export function openSqliteStorage(file: string, { named = 'DATABASE_URL', log }: { named?: string; log?: StorageLog } = {}): Storage {
   const db = new Sqlite(file)
+  const checkFile = guardDatabaseFile(db, file, () =>
+    log?.error(
+      `${named} names ${file}, which is no longer the database file the service opened (deleted, renamed, replaced, ` +
+        'a symlink swapped, or its -wal file deleted): writes, reads and readiness are refused until the service is restarted',
+    ),
+  )
   db.pragma('journal_mode = WAL')
   // FULL: a commit is on disk before the 201 leaves, even across power loss, not only a crash.
   db.pragma('synchronous = FULL')
@@ -38,10 +67,10 @@ export function openSqliteStorage(file: string): Storage {
   let repositories: Pick<Storage, 'pets' | 'apiKeys' | 'idempotency' | 'deprecations'> | undefined
   const prepared = (): Pick<Storage, 'pets' | 'apiKeys' | 'idempotency' | 'deprecations'> => {
     repositories ??= {
-      pets: createSqlitePetsRepository(db, petChanges),
-      apiKeys: createSqliteApiKeysRepository(db),
-      idempotency: createSqliteIdempotencyRepository(db),
-      deprecations: createSqliteDeprecationsRepository(db),
+      pets: guardWrites(createSqlitePetsRepository(db, petChanges), ['create', 'createOnce'], checkFile),
+      apiKeys: guardWrites(createSqliteApiKeysRepository(db), ['insert', 'rotate', 'revoke', 'touch'], checkFile),
+      idempotency: guardWrites(createSqliteIdempotencyRepository(db), ['prune'], checkFile),
+      deprecations: guardWrites(createSqliteDeprecationsRepository(db), ['add'], checkFile),
     }
     return repositories
   }
@@ -93,9 +122,9 @@ export function openSqliteStorage(file: string): Storage {
       })
     },
     isUnavailable,
-    ping() {
+    async ping() {
+      checkFile()
       ping.get()
-      return Promise.resolve()
     },
     close() {
       if (db.open) db.close()
