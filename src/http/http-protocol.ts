@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger, onRequestHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { sendError } from './error-handler.js'
+import { continueWhenBodyIsRead } from './expect-continue.js'
 import { http } from './node-http.js'
 import { type CertificatePair, STRICT_TRANSPORT_SECURITY, createHttpsServer } from './tls.js'
 
@@ -184,6 +185,10 @@ export function createHttpServer(handler: RequestListener, { timeouts, tls }: Ht
   }
   const listener: RequestListener = (request, response) => {
     const socket: AnsweringSocket = request.socket
+    // Sent after the connection's closing answer (behind the body an early answer left unread, say), it
+    // could never be answered, and a client would retry a create that was made: RFC 9112 §9.6 forbids
+    // acting on it. The connection is closing already.
+    if (socket.writableEnded) return
     socket[CURRENT_ANSWER] = response
     handler(request, response)
   }
@@ -195,7 +200,8 @@ export function createHttpServer(handler: RequestListener, { timeouts, tls }: Ht
   server.maxHeadersCount = 0
   // Over TLS, HTTP runs on the TLS socket that wraps the TCP one: that is the socket HTTP ends.
   server.on(tls === undefined ? 'connection' : 'secureConnection', lingerBeforeClosing)
-  // Expect: 100-continue is met by Node; anything else is 417, which Node would send empty.
+  continueWhenBodyIsRead(server)
+  // Anything but 100-continue is 417, which Node would send empty.
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
     const socket: AnsweringSocket = request.socket
     socket[CURRENT_ANSWER] = response

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import net from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
 import { LINGER_MAX_BYTES, MAX_HEADER_LINES } from '../../src/http/http-protocol.js'
 import { DIRECT_ENGINES, type TestApp, buildTestApp, listPetsText } from '../helper.js'
@@ -11,6 +12,8 @@ interface RawResponse {
   status: number
   headers: Record<string, string>
   body: string
+  /** What came after this response on the connection. */
+  rest: string
 }
 
 /** The first HTTP response in `raw`, read by its Content-Length or chunked framing. */
@@ -22,15 +25,18 @@ function parseResponse(raw: string): RawResponse | undefined {
     headerLines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
   )
   let body = raw.slice(end + 4)
+  let rest = ''
   if (headers['content-length'] !== undefined) {
     const length = Number(headers['content-length'])
-    if (Buffer.byteLength(body) < length) return undefined
-    body = Buffer.from(body).subarray(0, length).toString()
+    const bytes = Buffer.from(body)
+    if (bytes.length < length) return undefined
+    body = bytes.subarray(0, length).toString()
+    rest = bytes.subarray(length).toString()
   } else if (headers['transfer-encoding'] === 'chunked') {
     if (!body.endsWith('0\r\n\r\n')) return undefined
     body = body.replace(/(^|\r\n)[0-9a-f]+\r\n/g, '').replace(/\r\n$/, '')
   }
-  return { status: Number(statusLine.split(' ')[1]), headers, body }
+  return { status: Number(statusLine.split(' ')[1]), headers, body, rest }
 }
 
 /** Sends `bytes` on a new connection and resolves with the first response, whether or not the server closes. */
@@ -51,6 +57,66 @@ function exchange(port: number, bytes: string | Buffer): Promise<RawResponse> {
     socket.on('error', reject)
     socket.setTimeout(8_000, () => socket.destroy(new Error(`no answer to ${JSON.stringify(String(bytes).slice(0, 80))}`)))
   })
+}
+
+const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n'
+
+interface ContinueExchange {
+  /** Whether `100 Continue` came before the final answer. */
+  continued: boolean
+  response: RawResponse
+  /** The answer to the request sent next on the same connection; undefined when the connection ended instead. */
+  next: RawResponse | undefined
+}
+
+/**
+ * Sends `head`, a request's head with `Expect: 100-continue`, and its `body` only once `100 Continue`
+ * comes, as curl and .NET do. After the final answer, sends the request `next` makes of it on the same
+ * connection: after the body, if the body was held back, as a client does that sends it anyway (curl,
+ * after a second without an answer). It ends the connection when the server does.
+ */
+function exchangeExpectingContinue(port: number, head: string, body: string, next: (response: RawResponse) => string): Promise<ContinueExchange> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(head))
+    let received = ''
+    let continued = false
+    let response: RawResponse | undefined
+    const settle = (second: RawResponse | undefined) => {
+      socket.destroy()
+      if (response === undefined) reject(new Error(`no whole answer: ${JSON.stringify(received)}`))
+      else resolve({ continued, response, next: second })
+    }
+    socket.setEncoding('utf8')
+    socket.on('data', (chunk: string) => {
+      received += chunk
+      if (response === undefined) {
+        if (!continued && received.startsWith(CONTINUE)) {
+          continued = true
+          received = received.slice(CONTINUE.length)
+          socket.write(body)
+        }
+        response = parseResponse(received)
+        if (response === undefined) return
+        received = response.rest
+        socket.write(`${continued ? '' : body}${next(response)}`)
+      }
+      const second = parseResponse(received)
+      if (second !== undefined) settle(second)
+    })
+    // A reset is an end too: the server closed with the next request unread.
+    socket.on('error', () => settle(undefined))
+    socket.on('close', () => settle(undefined))
+    socket.setTimeout(5_000, () => {
+      reject(new Error(`neither an answer to the next request nor the connection's end: ${JSON.stringify(received)}`))
+      socket.destroy()
+    })
+  })
+}
+
+/** Resolves once `server` holds no connection: what it read has been acted upon, or dropped. */
+async function connectionsClosed(server: net.Server): Promise<void> {
+  const count = () => new Promise<number>((resolve, reject) => server.getConnections((error, n) => (error ? reject(error) : resolve(n))))
+  while ((await count()) > 0) await sleep(10)
 }
 
 /** Asserts the service's own error answer: status, code, the exact shape, a request id and no-store. */
@@ -354,6 +420,57 @@ for (const engine of DIRECT_ENGINES) {
       it(`stops reading after ${LINGER_MAX_BYTES / 1024 / 1024} MiB`, () => {
         // Bounded, not forever: a client cannot keep a connection reading for as long as it likes.
         assert.ok(LINGER_MAX_BYTES >= 10 * 1024 * 1024 && LINGER_MAX_BYTES <= 256 * 1024 * 1024)
+      })
+    })
+
+    describe('Expect: 100-continue', () => {
+      // A valid pet with a name that is not ASCII and the largest categoryId: stored exactly, or visibly not.
+      const pet = '{"name":"Ëxpect 🐕","categoryId":9223372036854775807}'
+      const post = (headers: string, body: string = pet) =>
+        `POST /v1/pets HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n${headers}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`
+      const json = 'Content-Type: application/json\r\n'
+      // Each is decided from the request's head: the client is told before it sends a body for nothing.
+      const tooLarge = 'x'.repeat(20_000)
+      const refusals: { what: string; headers: () => Promise<string>; body?: string; status: number; code: string }[] = [
+        { what: 'no API key', headers: () => Promise.resolve(json), status: 401, code: 'unauthorized' },
+        { what: 'a wrong API key', headers: () => Promise.resolve(`Authorization: Bearer ${key.slice(0, -1)}${key.endsWith('A') ? 'B' : 'A'}\r\n${json}`), status: 401, code: 'unauthorized' },
+        {
+          what: 'a valid API key without pets:write',
+          headers: async () => `Authorization: Bearer ${await testApp.createKey({ name: 'reader', scopes: ['pets:read'] })}\r\n${json}`,
+          status: 403,
+          code: 'forbidden',
+        },
+        { what: 'a body that is not JSON', headers: () => Promise.resolve(`Authorization: Bearer ${key}\r\nContent-Type: text/plain\r\n`), status: 415, code: 'unsupported_media_type' },
+        { what: 'a Content-Length over the limit', headers: () => Promise.resolve(`Authorization: Bearer ${key}\r\n${json}`), body: tooLarge, status: 413, code: 'payload_too_large' },
+      ]
+      for (const { what, headers, body = pet, status, code } of refusals) {
+        it(`answers ${what} with ${status} before 100 Continue, then closes, acting on nothing sent after`, async () => {
+          const after = `{"name":"After ${status} ${what}","categoryId":1}`
+          const create = () =>
+            `POST /v1/pets HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${key}\r\n${json}Content-Length: ${Buffer.byteLength(after)}\r\n\r\n${after}`
+          const sent = await exchangeExpectingContinue(port, post(await headers(), body), body, create)
+          assert.equal(sent.continued, false, '100 Continue came before the refusal')
+          assertServiceError(sent.response, status, code)
+          // RFC 9110 §10.1.1: the client learns that the connection ends, so the body it held back cannot be
+          // read as the next request; and RFC 9112 §9.6: nothing sent after a closing answer is acted upon.
+          assert.equal(sent.response.headers.connection, 'close')
+          assert.equal(sent.next, undefined, `the request after the refusal was answered: ${JSON.stringify(sent.next)}`)
+          await connectionsClosed(testApp.app.server)
+          assert.doesNotMatch(await listPetsText(testApp, key), new RegExp(`After ${status}`))
+        })
+      }
+
+      it('sends 100 Continue to a valid API key, then creates the pet from the body exactly and keeps the connection', async () => {
+        const sent = await exchangeExpectingContinue(port, post(`Authorization: Bearer ${key}\r\n${json}`), pet, (created) => {
+          const { id } = JSON.parse(created.body) as { id: number }
+          return `GET /v1/pets/${id} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${key}\r\n\r\n`
+        })
+        assert.equal(sent.continued, true)
+        assert.equal(sent.response.status, 201, sent.response.body)
+        assert.match(sent.response.body, /^\{"id":\d+,"name":"Ëxpect 🐕","categoryId":9223372036854775807\}$/)
+        assert.equal(sent.response.headers.connection, 'keep-alive')
+        assert.equal(sent.next?.status, 200)
+        assert.equal(sent.next.body, sent.response.body)
       })
     })
 
