@@ -44,6 +44,7 @@ const PROCESS_TESTS = [
   'operator.test.ts',
   'package.test.ts',
   'probes.test.ts',
+  'process-life.test.ts',
   'readme.test.ts',
   'runtime.test.ts',
   'shutdown-under-load.test.ts',
@@ -54,6 +55,7 @@ const PROCESS_TESTS = [
   'storage/multi-instance.test.ts',
   'storage/outage.test.ts',
   'storage/pooler.test.ts',
+  'storage/sqlite-file-process.test.ts',
   'tracing/tracing.test.ts',
   'workers.test.ts',
 ]

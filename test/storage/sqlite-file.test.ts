@@ -6,29 +6,10 @@ import { loadConfig } from '../../src/config.js'
 import { openStorage } from '../../src/storage/open-storage.js'
 import type { Storage } from '../../src/storage/storage.js'
 import { tempDir } from '../helper.js'
+import { FAULTS, REX, petNames } from './sqlite-file-faults.js'
 
 // The SQLite file taken from under an open storage: what it answers, what it writes where, and what
 // it tells the operator. test/storage/sqlite-file-process.test.ts does the same to a running service.
-
-const REX = { name: 'Rex', categoryId: 1n }
-
-/** A migrated database at `file` holding one pet per name, closed again. */
-async function databaseWith(file: string, names: string[]): Promise<void> {
-  const storage = await openStorage({ engine: 'sqlite', path: file })
-  await storage.migrate()
-  for (const name of names) await storage.pets.create({ name, categoryId: 1n }, 0)
-  await storage.close()
-}
-
-/** The names of the pets in the database at `file`. */
-async function petNames(file: string): Promise<string[]> {
-  const storage = await openStorage({ engine: 'sqlite', path: file })
-  try {
-    return (await storage.pets.list({ limit: 100, afterId: 0n })).map((pet) => pet.name)
-  } finally {
-    await storage.close()
-  }
-}
 
 interface Opened {
   dir: string
@@ -50,72 +31,6 @@ async function openWithRex(link: boolean): Promise<Opened> {
   await storage.pets.create(REX, 0)
   return { dir, file, storage, errors }
 }
-
-/** Nothing of the database that was at `file` is left in a WAL there, to be replayed into the next one. */
-function assertNoWalAt(file: string): void {
-  const wal = `${file}-wal`
-  assert.ok(!fs.existsSync(wal) || fs.statSync(wal).size === 0, `${wal} still holds frames`)
-}
-
-interface Fault {
-  name: string
-  link?: boolean
-  /** Done to the files while the storage has them open. */
-  apply(dir: string, file: string): Promise<void>
-  /** Once the storage is closed: where each pet is, and that nothing it did after the fault was written anywhere. */
-  afterClose(dir: string, file: string): Promise<void>
-}
-
-const FAULTS: Fault[] = [
-  {
-    name: 'deleted',
-    apply: async (_dir, file) => fs.rmSync(file),
-    afterClose: async (_dir, file) => {
-      assert.equal(fs.existsSync(file), false)
-      assertNoWalAt(file)
-    },
-  },
-  {
-    name: 'renamed away',
-    apply: async (dir, file) => fs.renameSync(file, path.join(dir, 'moved.db')),
-    // The WAL stayed at the old path: only a checkpoint on closing puts Rex into the moved file.
-    afterClose: async (dir, file) => {
-      assertNoWalAt(file)
-      assert.deepEqual(await petNames(path.join(dir, 'moved.db')), ['Rex'])
-    },
-  },
-  {
-    name: 'replaced by another database',
-    apply: async (dir, file) => {
-      await databaseWith(path.join(dir, 'other.db'), ['Other'])
-      fs.renameSync(path.join(dir, 'other.db'), file)
-    },
-    afterClose: async (_dir, file) => {
-      assertNoWalAt(file)
-      assert.deepEqual(await petNames(file), ['Other'])
-    },
-  },
-  {
-    name: 'swapped through its symlink',
-    link: true,
-    // As Kubernetes swaps a mounted volume's `..data`: a new link renamed over the old one.
-    apply: async (dir, file) => {
-      await databaseWith(path.join(dir, 'b.db'), ['Other'])
-      fs.symlinkSync(path.join(dir, 'b.db'), path.join(dir, 'next.db'))
-      fs.renameSync(path.join(dir, 'next.db'), file)
-    },
-    afterClose: async (dir, file) => {
-      assert.deepEqual(await petNames(file), ['Other'])
-      assert.deepEqual(await petNames(path.join(dir, 'a.db')), ['Rex'])
-    },
-  },
-  {
-    name: 'left without its -wal file',
-    // Rex is in the unlinked WAL only: a crash now would lose him, a checkpoint puts him in the file.
-    apply: async (_dir, file) => fs.rmSync(`${file}-wal`),
-    afterClose: async (_dir, file) => assert.deepEqual(await petNames(file), ['Rex']),
-  },
-]
 
 const isUnavailable = (storage: Storage) => (error: unknown) => storage.isUnavailable(error)
 
