@@ -24,8 +24,14 @@ const anyForms = (word: string) => [...word].map(anyForm).join('')
 // 0-9, A-Z and a-z by their code points: 30-39, 41-5A, 61-7A.
 const SECRET_CHAR = `(?:[a-z0-9]|${ENCODED('(?:3[0-9]|[46][1-9a-f]|[57][0-9a])')})`
 
-// A prefix followed by any base62 text: a whole key, or part of one cut short.
-const KEY_SHAPE = new RegExp(`${anyForms('ps_')}(?:(${anyForms('live')})|${anyForms('test')})${anyForm('_')}${SECRET_CHAR}+`, 'gi')
+/** A key's prefix in any of the encodings above; `live` is how its `live` is matched. */
+const prefix = (live: string) => `${anyForms('ps_')}(?:${live}|${anyForms('test')})${anyForm('_')}`
+
+// A prefix followed by any base62 text: a whole key, or part of one cut short. The text ends where
+// another prefix begins: the `ps` of a key pasted right after the first (or over its last characters, or
+// into its middle) would otherwise be taken as the first one's secret, and the rest of the second key,
+// secret and all, would no longer follow a prefix.
+const KEY_SHAPE = new RegExp(`${prefix(`(${anyForms('live')})`)}(?:(?!${prefix(anyForms('live'))})${SECRET_CHAR})+`, 'gi')
 
 // Every form of a key holds an `s` next to an `_` (both as they are), a `%` or a backslash: a text
 // with none of them, as most log lines are, is passed over by one scan that costs less than the search.

@@ -37,6 +37,21 @@ const ENCODINGS: Record<string, (key: string) => string> = {
   'every byte encoded twice': (key) => [...key].map((char) => `%25${hex(char)}`).join(''),
 }
 
+/**
+ * Keys side by side, as a client that pastes twice, or into the middle of a key, sends them: `a` and `b`
+ * are two keys of one environment, and the encoding applies to the whole. Every key in them counts, not
+ * only the first.
+ */
+const ARRANGEMENTS: Record<string, (a: string, b: string) => string> = {
+  'the key twice in a row': (a) => a + a,
+  'two keys touching': (a, b) => a + b,
+  'three keys in a row': (a, b) => a + b + a,
+  'a key cut short, then another': (a, b) => a.slice(0, PREFIX_LENGTH + 12) + b,
+  'overlapping: the second key begins on the last two characters of the first': (a, b) => a.slice(0, -2) + b,
+  'a key pasted into the middle of another': (a, b) => a.slice(0, PREFIX_LENGTH + 16) + b + a.slice(PREFIX_LENGTH + 16),
+  'a key after a bare prefix': (a) => a.slice(0, PREFIX_LENGTH) + a,
+}
+
 /** Within a JSON string, escapes that JSON.parse undoes. */
 const JSON_ENCODINGS: Record<string, (key: string) => string> = {
   'JSON \\u escapes, every character': (key) => [...key].map((char) => `\\u00${hex(char)}`).join(''),
@@ -155,16 +170,16 @@ function send(port: number, sent: Sent, defaults: Record<string, string>): Promi
   })
 }
 
-/** The body as sent, whatever its framing. */
+/** The body as sent, whatever its framing. Chunk sizes count bytes: a redacted key's `…` is three. */
 function dechunk(head: string, body: string): string {
   if (!/\r\ntransfer-encoding: *chunked/i.test(head)) return body
-  let text = ''
-  for (let rest = body; ; ) {
+  const chunks: Buffer[] = []
+  for (let rest = Buffer.from(body); ; ) {
     const line = rest.indexOf('\r\n')
-    const size = Number.parseInt(rest.slice(0, line), 16)
-    if (!(size > 0)) return text
-    text += rest.slice(line + 2, line + 2 + size)
-    rest = rest.slice(line + 2 + size + 2)
+    const size = Number.parseInt(rest.subarray(0, line).toString(), 16)
+    if (!(size > 0)) return Buffer.concat(chunks).toString()
+    chunks.push(rest.subarray(line + 2, line + 2 + size))
+    rest = rest.subarray(line + 2 + size + 2)
   }
 }
 
@@ -235,6 +250,26 @@ describe('redactKeys and containsKey', () => {
     }
   }
 
+  const other = 'ZyXwVuTsRqPoNmLkJiHgFeDcBa987654'
+  const otherEnvironment = (key: string) => key.replace(/_(live|test)_/, (_, environment: string) => (environment === 'live' ? '_test_' : '_live_'))
+  const arrangements = { ...ARRANGEMENTS, 'a key touching one of the other environment': (a: string, b: string) => a + otherEnvironment(b) }
+  for (const environment of ['live', 'test']) {
+    for (const [arrangement, arrange] of Object.entries(arrangements)) {
+      it(`redacts every ps_${environment}_ key of ${arrangement}, in each of ${Object.keys(forms).length} encodings`, () => {
+        const problems: string[] = []
+        for (const [name, encode] of Object.entries(forms)) {
+          const text = `GET /v1/${encode(arrange(`ps_${environment}_${secret}`, `ps_${environment}_${other}`))}/x?a=1`
+          const redacted = redactKeys(text)
+          const shown = leaked(redacted, [secret, other])
+          if (!containsKey(text)) problems.push(`${name}: not found in ${text}`)
+          if (shown.length > 0) problems.push(`${name}: ${redacted} shows ${shown.join(', ')}`)
+          if (!redacted.startsWith('GET /v1/') || !redacted.endsWith('/x?a=1')) problems.push(`${name}: more than the keys redacted: ${redacted}`)
+        }
+        assert.deepEqual(problems, [])
+      })
+    }
+  }
+
   it('leaves alone what only looks near a key: a key id, a bare prefix, encoded text of other characters, a request line', () => {
     for (const text of [
       '{"level":30,"pid":1,"hostname":"h","reqId":"r","method":"GET","route":"/v1/pets/:petId","status":200,"keyId":"key_AbCdEfGhIjKlMnOp","msg":"request"}',
@@ -251,9 +286,15 @@ describe('redactKeys and containsKey', () => {
   })
 })
 
-const KEYS = ['a key the service issued', 'a key-shaped key it never issued'] as const
+/** What is sent, made of a key the service issued (`issued`) and one it never did (`unknown`). */
+const SENT_KEYS: Record<string, (issued: string, unknown: string) => string> = {
+  'a key the service issued': (issued) => issued,
+  'a key-shaped key it never issued': (_issued, unknown) => unknown,
+  ...ARRANGEMENTS,
+}
 const COMBINATIONS = placements(() => '').reduce(
-  (sum, placement) => sum + (Object.keys(ENCODINGS).length + (placement.json === true ? Object.keys(JSON_ENCODINGS).length : 0)) * KEYS.length,
+  (sum, placement) =>
+    sum + (Object.keys(ENCODINGS).length + (placement.json === true ? Object.keys(JSON_ENCODINGS).length : 0)) * Object.keys(SENT_KEYS).length,
   0,
 )
 
@@ -304,9 +345,9 @@ for (const engine of DIRECT_ENGINES) {
       await database?.drop()
     })
 
-    const keys: Record<(typeof KEYS)[number], () => string> = { 'a key the service issued': () => issuedKey, 'a key-shaped key it never issued': () => unknownKey }
+    const keys = Object.fromEntries(Object.entries(SENT_KEYS).map(([name, make]) => [name, () => make(issuedKey, unknownKey)]))
 
-    // Per place: its encodings × the two keys, each request checked as it is answered.
+    // Per place: its encodings × what is sent (each key alone, and the arrangements of both), each request checked as it is answered.
     for (const placement of placements(() => petId)) {
       const encodings = { ...ENCODINGS, ...(placement.json === true ? JSON_ENCODINGS : {}) }
       const count = Object.keys(encodings).length * Object.keys(keys).length
