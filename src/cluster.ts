@@ -81,7 +81,8 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
         failed = true
         stopAll()
       }
-    } else if (!clean) {
+    } else if (!clean && listening.has(worker)) {
+      // One still starting has nothing to drain: the stop's SIGTERM ends it before it handles signals.
       failed = true
     }
     if (stopping && alive.size === 0) {
@@ -92,11 +93,10 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   // Each worker serves TLS with its own copy of the certificate and watches its files; SIGHUP, sent to
   // the primary (systemd's ExecReload, an operator's kill -HUP), would otherwise end it and the service.
   // Only to workers that listen: one still starting would be ended by it, and reads the files itself.
-  if (config.tls !== undefined) {
-    process.on('SIGHUP', () => {
-      for (const worker of alive) if (listening.has(worker)) worker.process.kill('SIGHUP')
-    })
-  }
+  process.on('SIGHUP', () => {
+    if (config.tls === undefined) logger.info('SIGHUP: no TLS certificate to reload; still serving')
+    else for (const worker of alive) if (listening.has(worker)) worker.process.kill('SIGHUP')
+  })
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.on(signal, () => {
       if (!stopping) {

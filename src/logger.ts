@@ -18,9 +18,22 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: Des
       },
       hooks: { streamWrite: redactKeys },
     },
-    destination ?? asyncDestination(1),
+    destination ?? stdoutDestination(),
   )
 }
+
+/**
+ * stdout, asynchronously. Node opens a pipe or socket it was handed as stdout in non-blocking mode once
+ * `process.stdout` is first used: a write to a reader that stopped reading then fails with EAGAIN,
+ * retried, instead of blocking one of libuv's threads in write(2), which the process's exit would wait
+ * for for ever.
+ */
+function stdoutDestination(): ReturnType<typeof pino.destination> {
+  return asyncDestination(process.stdout.fd)
+}
+
+/** The most a synchronous flush (at exit) waits for a log reader that has stopped reading. */
+const FLUSH_SYNC_MS = 1_000
 
 /**
  * pino's destination, written asynchronously: a synchronous write per request line costs more than a
@@ -28,11 +41,33 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: Des
  * lines. sonic-boom runs in its buffer mode and is handed each line as a Buffer: in its default (string)
  * mode it measures the text still waiting to be written at every line (`Buffer.byteLength` of one
  * growing string), which copies all of it each time.
+ *
+ * A flush at exit never blocks for ever, whatever became of the reader: lines it cannot write within
+ * FLUSH_SYNC_MS to a reader that stopped reading (a full pipe), or at all to one that is gone (EPIPE:
+ * `| head`, a logger killed with the process group), are dropped, and the process exits as it meant to.
+ * Written in the background, a full pipe is waited for as long as the process runs.
  */
 export function asyncDestination(dest: number | string): ReturnType<typeof pino.destination> {
-  const sonic = pino.destination({ dest, sync: false, contentMode: 'buffer' })
+  let flushDeadline: number | undefined
+  const sonic = pino.destination({
+    dest,
+    sync: false,
+    contentMode: 'buffer',
+    retryEAGAIN: () => flushDeadline === undefined || performance.now() < flushDeadline,
+  })
   // In buffer mode sonic-boom's write takes Buffers; its types know only the string mode.
   const writeBuffer = sonic.write.bind(sonic) as unknown as (data: Buffer) => boolean
   sonic.write = (line: string) => writeBuffer(Buffer.from(line))
+  const flushSync = sonic.flushSync.bind(sonic)
+  sonic.flushSync = () => {
+    flushDeadline = performance.now() + FLUSH_SYNC_MS
+    try {
+      flushSync()
+    } catch {
+      // The reader is gone or stuck: nobody can read these lines any more.
+    } finally {
+      flushDeadline = undefined
+    }
+  }
   return sonic
 }

@@ -1,4 +1,6 @@
+import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Worker } from 'node:worker_threads'
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
@@ -91,12 +93,63 @@ export async function startServer(
   }
 }
 
+/** How often a port in use is tried again while waiting for it. */
+const PORT_RETRY_MS = 100
+
+/**
+ * Waits until the API port and the metrics port can be listened on, for as long as an instance of the
+ * same configuration may take to release them: a replacement started while its predecessor drains
+ * (a supervisor's restart, a deploy script) then takes over instead of failing on EADDRINUSE. A port
+ * still in use after that is left to fail at listen, naming its variable.
+ */
+export async function waitForPorts(config: Config, logger: Logger): Promise<void> {
+  const waitMs = config.shutdownDrainMs + config.shutdownTimeoutMs + DEADLINE_GRACE_MS
+  const ports = [
+    { variable: 'PORT', host: config.host, port: config.port },
+    ...(config.metrics === undefined ? [] : [{ variable: 'METRICS_PORT', host: config.metrics.host, port: config.metrics.port }]),
+  ].filter(({ port }) => port !== 0)
+  const deadline = performance.now() + waitMs
+  for (const { variable, host, port } of ports) {
+    let waited = false
+    while ((await portInUse(host, port)) && performance.now() < deadline) {
+      if (!waited) logger.warn({ variable, host, port }, `${variable} ${port} is in use: waiting up to ${waitMs} ms for it, as for a previous instance shutting down`)
+      waited = true
+      await sleep(PORT_RETRY_MS)
+    }
+    if (waited) logger.info({ variable, host, port }, `${variable} ${port} waited for`)
+  }
+}
+
+/** Whether listening on `host:port` now fails with EADDRINUSE; any other failure is left to the real listen. */
+function portInUse(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = net.createServer()
+    probe.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'EADDRINUSE'))
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve(false)))
+  })
+}
+
 /** Fastify's "listening" line, with the scheme it cannot know: the server factory makes the HTTPS server. */
 const listenText = (secure: boolean) => (address: string) => `Server listening at ${secure ? address.replace(/^http:/, 'https:') : address}`
 
 /**
+ * Signals sent in the same instant are one stop: a group signal (systemd's KillMode=control-group,
+ * `timeout`, Ctrl-C in a terminal) reaches npm and the server together, and npm passes its own on.
+ */
+const SAME_STOP_MS = 1_000
+
+/** After the shutdown's deadline, the most the process may still live if its main thread is stuck. */
+const DEADLINE_GRACE_MS = 500
+
+/**
  * On SIGTERM or SIGINT: drain, stop accepting, finish in-flight requests, close the database,
  * exit 0. If that takes longer than the drain plus the shutdown timeout, exit 1.
+ *
+ * Further signals during the shutdown do not cut it short: supervisors escalate with SIGKILL, never
+ * with a second SIGTERM, while a group signal, npm passing one on and npm's exit (stopWithNpm) each
+ * deliver one more. Only a SIGINT sent a moment after the first (Ctrl-C pressed again) exits at once, with 1.
+ * SIGHUP never stops the server: serving TLS, it reloads the certificate (src/http/tls.ts), as it
+ * makes nginx reload; without, there is nothing to reload, and that is logged.
  */
 export function closeOnSignals(
   server: RunningServer,
@@ -104,18 +157,45 @@ export function closeOnSignals(
   logger: Logger,
   { worker = false }: { worker?: boolean } = {},
 ): void {
-  // A cluster worker stops when its primary says so (SIGTERM). Ctrl-C in a terminal also sends
-  // SIGINT to every worker directly; obeying both would count as a second signal and exit 1.
-  if (worker) process.on('SIGINT', () => {})
   const delay = config.shutdownDrainMs + config.shutdownTimeoutMs
-  // Serving TLS, SIGHUP reloads the certificate (src/http/tls.ts) as it makes nginx reload, rather than stop.
-  const skip = [...(worker ? ['SIGINT' as const] : []), ...(config.tls === undefined ? [] : ['SIGHUP' as const])]
-  closeWithGrace({ delay, logger, skip }, async ({ signal, err }) => {
+  // Uncaught errors still close gracefully through close-with-grace; the signals are handled here,
+  // since it ends the process on any second signal.
+  const grace = closeWithGrace({ delay, logger, skip: ['SIGTERM', 'SIGINT', 'SIGHUP'] }, async ({ err }) => {
     if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
-    else logger.info({ signal }, 'shutting down')
     await server.close()
     logger.info('shut down cleanly')
   })
+  let stoppingSince: number | undefined
+  const onStop = (signal: NodeJS.Signals) => {
+    if (stoppingSince === undefined) {
+      stoppingSince = performance.now()
+      logger.info({ signal }, 'shutting down')
+      exitByDeadline(delay + DEADLINE_GRACE_MS)
+      grace.close()
+    } else if (signal === 'SIGINT' && performance.now() - stoppingSince > SAME_STOP_MS) {
+      logger.error({ signal }, 'second SIGINT, exiting')
+      process.exit(1)
+    } else {
+      logger.info({ signal }, 'already shutting down')
+    }
+  }
+  process.on('SIGTERM', onStop)
+  // A cluster worker stops when its primary says so (src/cli/serve.cli.ts).
+  if (!worker) process.on('SIGINT', onStop)
+  if (config.tls === undefined) process.on('SIGHUP', () => logger.info('SIGHUP: no TLS certificate to reload; still serving'))
+}
+
+/**
+ * Kills the process with SIGKILL `ms` from now, from a thread of its own: the shutdown's own timer
+ * cannot fire while the main thread is blocked (a synchronous call that never returns, a busy loop).
+ */
+function exitByDeadline(ms: number): void {
+  const watchdog = new Worker(
+    `const { workerData } = require('node:worker_threads')
+     setTimeout(() => process.kill(workerData.pid, 'SIGKILL'), workerData.ms)`,
+    { eval: true, workerData: { pid: process.pid, ms } },
+  )
+  watchdog.unref()
 }
 
 /**
@@ -131,7 +211,7 @@ export function stopWithNpm(env: Readonly<Record<string, string | undefined>>, l
   const watch = setInterval(() => {
     if (process.ppid === parent) return
     clearInterval(watch)
-    logger.info({ parent }, 'npm, which started this server, has exited: shutting down')
+    logger.info({ parent }, 'npm, which started this server, has exited')
     process.kill(process.pid, 'SIGTERM')
   }, 500)
   watch.unref()

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -140,6 +141,35 @@ describe('the asynchronous log destination', () => {
       const lines = fs.readFileSync(file, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { i: number; msg: string })
       assert.deepEqual(lines.map((line) => line.msg), sent)
       assert.deepEqual(lines.map((line) => line.i), sent.map((_, i) => i))
+    })
+  }
+})
+
+describe('a flush at exit, whatever became of the log reader', () => {
+  // A FIFO stands for stdout piped to a log reader (`| head`, `| logger`), opened non-blocking as Node
+  // opens a pipe it was given.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-log-reader-'))
+  after(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+  for (const reader of ['gone (EPIPE)', 'alive but not reading (a full pipe)'] as const) {
+    it(`returns within a second or so when the reader is ${reader}, dropping what it cannot write`, async () => {
+      const fifo = path.join(dir, reader.split(' ')[0] ?? '')
+      execFileSync('mkfifo', [fifo])
+      const readEnd = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+      const writeEnd = fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK)
+      try {
+        const stream = asyncDestination(writeEnd)
+        const logger = createLogger({ logLevel: 'info' }, stream)
+        if (reader === 'gone (EPIPE)') fs.closeSync(readEnd)
+        // More than a pipe holds (64 KiB on Linux), logged just before the exit's flush, as a last line is.
+        for (let i = 0; i < 200; i++) logger.info({ i }, 'x'.repeat(1_000))
+        const started = performance.now()
+        stream.flushSync()
+        const took = performance.now() - started
+        assert.ok(took < 3_000, `the flush took ${Math.round(took)} ms`)
+      } finally {
+        if (reader !== 'gone (EPIPE)') fs.closeSync(readEnd)
+      }
     })
   }
 })

@@ -44,6 +44,7 @@ const PROCESS_TESTS = [
   'operator.test.ts',
   'package.test.ts',
   'probes.test.ts',
+  'process-life.test.ts',
   'readme.test.ts',
   'runtime.test.ts',
   'shutdown-under-load.test.ts',

@@ -2,7 +2,7 @@ import { isWorker, parseWorkers, runPrimary } from '../cluster.js'
 import { CONFIG_NAMES, type Config, checkHostsResolve, describeVariable, loadConfig } from '../config.js'
 import { clearTextWarning, readCertificatePair } from '../http/tls.js'
 import { createLogger } from '../logger.js'
-import { closeOnSignals, startServer, stopWithNpm } from '../server.js'
+import { closeOnSignals, startServer, stopWithNpm, waitForPorts } from '../server.js'
 import { type CliIo, table } from './output.js'
 import { UsageError, parse } from './usage.js'
 
@@ -34,10 +34,14 @@ export async function serveCommand(args: string[], io: CliIo): Promise<'serving'
   const config = loadConfig(io.env, io.cwd)
   await checkHostsResolve(config)
   const logger = createLogger(config)
+  // A cluster worker stops when its primary says so (SIGTERM). Ctrl-C in a terminal also sends SIGINT to
+  // every worker directly, from the start, and the primary decides.
+  if (isWorker()) process.on('SIGINT', () => {})
   if (!isWorker()) {
     stopWithNpm(io.env, logger)
     const clearText = clearTextWarning(config)
     if (clearText !== undefined) logger.warn(clearText)
+    await waitForPorts(config, logger)
   }
   if (workers > 1 && !isWorker()) {
     // Before any fork: a pair that cannot be served stops the primary, not each worker in turn.

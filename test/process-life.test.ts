@@ -1,0 +1,223 @@
+import assert from 'node:assert/strict'
+import { type ChildProcess, spawn } from 'node:child_process'
+import path from 'node:path'
+import { after, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { BIN, ROOT, waitUntilReady } from '../scripts/petstore-process.js'
+import { type ProcessExit, cleanupProcesses, freePort, startServer, trackedTempDir, within } from './processes.js'
+
+// The edges of a process's life, as operators start and stop it (issue 30): supervisors that signal
+// the whole process group, npm in between, log readers that die or stop reading, a replacement started
+// while its predecessor drains, a main thread that never returns.
+
+after(cleanupProcesses)
+
+/** The process groups `launch` started: nothing of them outlives the test file. */
+const groups = new Set<number>()
+after(() => {
+  for (const pid of groups) {
+    try {
+      process.kill(-pid, 'SIGKILL')
+    } catch {
+      // Gone, as it should be.
+    }
+  }
+})
+
+/** Short, so that a shutdown's bound is quick to check: a drain of 200 ms, 3 s for the requests in flight. */
+const SHUTDOWN = { SHUTDOWN_DRAIN_MS: '200', SHUTDOWN_TIMEOUT_MS: '3000' }
+/** The most any shutdown here may take: the drain, the timeout, and one second (the issue's bound). */
+const BOUND_MS = 200 + 3_000 + 1_000
+
+interface Launched {
+  child: ChildProcess
+  pid: number
+  exited: Promise<ProcessExit>
+  output: () => string
+  port: number
+}
+
+/**
+ * `petstore serve` started as `how` in a process group of its own (as a supervisor or a terminal
+ * starts it), on a fresh SQLite database, logging at info; resolves once it answers /healthz.
+ */
+async function launch(
+  how: 'node' | 'node --workers 2' | 'npm start' | 'npx petstore serve',
+  { dir = trackedTempDir('petstore-life-'), port, env: extra = {} }: { dir?: string; port?: number; env?: Record<string, string> } = {},
+): Promise<Launched> {
+  port ??= await freePort()
+  const env = {
+    ...process.env,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    METRICS_PORT: 'off',
+    LOG_LEVEL: 'info',
+    OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
+    DATABASE_URL: `sqlite://${path.join(dir, 'petstore.db')}`,
+    ...SHUTDOWN,
+    ...extra,
+  }
+  const [command, args] =
+    how === 'npm start'
+      ? ['npm', ['start']]
+      : how === 'npx petstore serve'
+        ? ['npx', ['petstore', 'serve']]
+        : [process.execPath, [BIN, 'serve', ...(how === 'node' ? [] : ['--workers', '2'])]]
+  const child = spawn(command, args, { cwd: ROOT, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+  let output = ''
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  const exited = new Promise<ProcessExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+  const pid = child.pid
+  // A pid of 0 would signal this test's own process group.
+  if (pid === undefined) throw new Error(`${how} could not be started`)
+  groups.add(pid)
+  await waitUntilReady({ name: how, child, pid, exited, output: () => output }, `http://127.0.0.1:${port}/healthz`, { timeoutMs: 30_000 })
+  return { child, pid, exited, output: () => output, port }
+}
+
+/** Resolves once nothing answers on `port` any more; fails after `ms`. */
+async function released(port: number, ms: number, what: () => string): Promise<number> {
+  const started = performance.now()
+  for (;;) {
+    const answered = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1_000) }).then(
+      () => true,
+      () => false,
+    )
+    const took = performance.now() - started
+    if (!answered) return took
+    if (took > ms) assert.fail(`still serving ${Math.round(took)} ms after the signal:\n${what()}`)
+    await sleep(50)
+  }
+}
+
+/** The JSON log lines of `output`, whatever else (npm's banner) is there too. */
+function logLines(output: string): { msg?: string; signal?: string }[] {
+  return output
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as { msg?: string })
+}
+
+describe('signals as supervisors send them', { concurrency: 3 }, () => {
+  // To the process alone: kill, systemd's KillMode=mixed, `docker stop` to a container's PID 1.
+  // To the whole group: systemd's default KillMode=control-group, `timeout`, a process manager; SIGINT
+  // to the group is Ctrl-C in a terminal.
+  const stops = [
+    ['SIGTERM to the process', 'SIGTERM', false],
+    ['SIGTERM to its process group', 'SIGTERM', true],
+    ['SIGINT to its process group (Ctrl-C)', 'SIGINT', true],
+  ] as const
+  for (const how of ['node', 'node --workers 2', 'npm start', 'npx petstore serve'] as const) {
+    for (const [stop, signal, group] of stops) {
+      it(`${how}, stopped by ${stop}: drains as for one signal and exits within its bound`, { timeout: 60_000 }, async () => {
+        const server = await launch(how)
+        const started = performance.now()
+        process.kill(group ? -server.pid : server.pid, signal)
+        const last = how === 'node --workers 2' ? 'all workers stopped' : 'shut down cleanly'
+        // npm may exit before the server it started: the server's own last line says when it is done.
+        while (!logLines(server.output()).some((line) => line.msg === last)) {
+          assert.ok(performance.now() - started < BOUND_MS, `no "${last}" within ${BOUND_MS} ms:\n${server.output()}`)
+          await sleep(20)
+        }
+        await released(server.port, BOUND_MS, server.output)
+        const exit = await within(server.exited, BOUND_MS, () => `${how} did not exit:\n${server.output()}`)
+        const messages = logLines(server.output()).map((line) => line.msg ?? '')
+        assert.ok(!messages.some((message) => /second|killed by timeout|did not stop in time/.test(message)), server.output())
+        // npm's own exit code says how npm ended, not the server; the server's lines say that.
+        if (how.startsWith('node')) assert.deepEqual(exit, { code: 0, signal: null }, server.output())
+      })
+    }
+  }
+})
+
+describe('SIGHUP', () => {
+  for (const how of ['node', 'node --workers 2'] as const) {
+    it(`never stops a plain-HTTP server (${how}): there is nothing to reload, and it says so`, { timeout: 60_000 }, async () => {
+      const server = await launch(how)
+      process.kill(server.pid, 'SIGHUP')
+      await sleep(500)
+      const response = await fetch(`http://127.0.0.1:${server.port}/healthz`)
+      assert.equal(response.status, 200)
+      assert.ok(
+        logLines(server.output()).some((line) => line.msg === 'SIGHUP: no TLS certificate to reload; still serving'),
+        server.output(),
+      )
+      process.kill(server.pid, 'SIGTERM')
+      assert.deepEqual(await server.exited, { code: 0, signal: null })
+    })
+  }
+})
+
+describe('a log reader that dies or stops reading', () => {
+  // `petstore serve | head -2`, or `| logger` stopped with the group: the reader is gone once the
+  // server has said it is shutting down, and lines still come (here a second signal, as the group's).
+  for (const signals of [1, 2]) {
+    it(`never keeps a shutdown from ending: the reader gone after "shutting down", ${signals} SIGTERM`, { timeout: 60_000 }, async () => {
+      const server = await launch('node')
+      process.kill(server.pid, 'SIGTERM')
+      for (let waited = 0; !server.output().includes('"shutting down"'); waited += 10) {
+        assert.ok(waited < 5_000, server.output())
+        await sleep(10)
+      }
+      server.child.stdout?.destroy()
+      if (signals === 2) process.kill(server.pid, 'SIGTERM')
+      const exit = await within(server.exited, BOUND_MS, () => `did not exit with its log reader gone:\n${server.output()}`)
+      assert.deepEqual(exit, { code: 0, signal: null })
+    })
+  }
+
+  it('ends the process by the deadline when a reader that stopped reading blocks the last write', { timeout: 60_000 }, async () => {
+    // stdout is a pipe nobody reads any more: the lines of a few hundred requests fill it, and a write
+    // to it would block for ever (a child's stdout is a blocking pipe until Node makes it non-blocking).
+    const server = await launch('node')
+    server.child.stdout?.pause()
+    server.child.stdout?.removeAllListeners('data')
+    for (let i = 0; i < 1_500; i++) await fetch(`http://127.0.0.1:${server.port}/v1/pets`).then((response) => response.arrayBuffer())
+    const started = performance.now()
+    process.kill(server.pid, 'SIGTERM')
+    const exit = await within(server.exited, BOUND_MS, () => 'did not exit with its stdout full')
+    assert.ok(performance.now() - started < BOUND_MS)
+    assert.deepEqual(exit, { code: 0, signal: null })
+  })
+})
+
+describe('the exit deadline', () => {
+  it('holds when the main thread is blocked during the shutdown', { timeout: 60_000 }, async () => {
+    const dir = trackedTempDir('petstore-life-busy-')
+    // A request handler stuck in a loop stands for any synchronous call that never returns.
+    const hang = "data:text/javascript,process.once('SIGTERM',()=>setTimeout(()=>{for(;;);},100))"
+    const server = await startServer({ LOG_LEVEL: 'info', ...SHUTDOWN }, dir, [], { nodeArgs: ['--import', hang] })
+    const started = performance.now()
+    server.child.kill('SIGTERM')
+    const exit = await within(server.exited, BOUND_MS, () => `still running with its main thread blocked:\n${server.output()}`)
+    assert.equal(exit.signal, 'SIGKILL')
+    assert.ok(performance.now() - started < BOUND_MS)
+  })
+})
+
+describe('a replacement started while its predecessor drains', () => {
+  it('waits for the API and metrics ports, then serves; both exit 0', { timeout: 60_000 }, async () => {
+    const dir = trackedTempDir('petstore-life-handover-')
+    const [port, metricsPort] = [await freePort(), await freePort()]
+    // A drain of 2 s: the replacement starts while its predecessor still holds both ports.
+    const options = { dir, port, env: { METRICS_PORT: String(metricsPort), SHUTDOWN_DRAIN_MS: '2000' } }
+    const first = await launch('node', options)
+    process.kill(first.pid, 'SIGTERM')
+    const second = await launch('node', options)
+    assert.deepEqual(await first.exited, { code: 0, signal: null }, first.output())
+    // The first answered /healthz while it drained: the second's own line says when it listens.
+    for (let waited = 0; !second.output().includes('Server listening'); waited += 20) {
+      assert.ok(waited < 10_000, second.output())
+      await sleep(20)
+    }
+    assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200)
+    assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status, 200)
+    assert.ok(
+      logLines(second.output()).some((line) => line.msg === `PORT ${port} is in use: waiting up to 5500 ms for it, as for a previous instance shutting down`),
+      second.output(),
+    )
+    process.kill(second.pid, 'SIGTERM')
+    assert.deepEqual(await second.exited, { code: 0, signal: null }, second.output())
+  })
+})
