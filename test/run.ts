@@ -60,6 +60,12 @@ const PROCESS_TESTS = [
   'workers.test.ts',
 ]
 
+/**
+ * The faults of the databases and of the process under load, the same on every Node line:
+ * `PETSTORE_TEST_FAULTS=off` leaves them out, as CI does on Node 24 and 22 (README, Tests).
+ */
+const FAULT_TESTS = ['fault-matrix.test.ts']
+
 const TEST_DIR = import.meta.dirname
 const args = process.argv.slice(2)
 const fast = args.includes('--fast')
@@ -74,13 +80,15 @@ function testFiles(dir: string): string[] {
     .sort()
 }
 
-for (const file of PROCESS_TESTS) {
-  if (!fs.existsSync(path.join(TEST_DIR, file))) throw new Error(`PROCESS_TESTS in test/run.ts names ${file}, which does not exist`)
+for (const file of [...PROCESS_TESTS, ...FAULT_TESTS]) {
+  if (!fs.existsSync(path.join(TEST_DIR, file))) throw new Error(`test/run.ts names ${file}, which does not exist`)
 }
 const all = (given.length === 0 ? [TEST_DIR] : given).flatMap((arg) => (fs.statSync(arg).isDirectory() ? testFiles(arg) : [arg]))
-const isProcessTest = (file: string) => PROCESS_TESTS.includes(path.relative(TEST_DIR, path.resolve(file)))
-const files = fast ? all.filter((file) => !isProcessTest(file)) : all
-if (fast) process.stderr.write(`Fast run: ${files.length} test files, leaving out ${all.length - files.length} that start processes.\n`)
+const named = (list: string[]) => (file: string) => list.includes(path.relative(TEST_DIR, path.resolve(file)))
+const faultsOff = process.env.PETSTORE_TEST_FAULTS === 'off'
+const files = all.filter((file) => !(fast && named(PROCESS_TESTS)(file)) && !(faultsOff && named(FAULT_TESTS)(file)))
+if (fast) process.stderr.write(`Fast run: ${files.length} test files, leaving out those that start processes.\n`)
+if (faultsOff) process.stderr.write(`PETSTORE_TEST_FAULTS=off: ${FAULT_TESTS.join(', ')} left out.\n`)
 
 const startedAt = performance.now()
 const url = process.env.PETSTORE_TEST_DATABASE_URL
