@@ -30,7 +30,8 @@ const MOVED = 'The database file is no longer at its path: it was deleted, renam
  * (deleted, renamed away, replaced, or a symlink swapped), or the WAL beside it was deleted. SQLite
  * goes on writing into the unlinked file, which is lost with the process: a commit there is an
  * acknowledgement lost, so writes check before and after they commit. The first time, `noticed`
- * is called, and `db` is checkpointed and closed: reads are refused from then on.
+ * is called, and `db` is checkpointed and closed: reads are refused from then on. The WAL is checked
+ * before a write too: the checkpoint would put a write into a deleted WAL in the file, a pet answered 503.
  */
 export function guardDatabaseFile(db: Database, file: string, noticed: () => void): () => void {
   if (file === ':memory:' || file === '') return () => {}
