@@ -6,8 +6,8 @@ export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepositor
   return {
     async insert(key: ApiKey, secretHash: string): Promise<void> {
       await pool.query(
-        `INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, secret_hash, scopes)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        `INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, secret_hash, scopes, lineage)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
         [
           key.id,
           key.name,
@@ -19,6 +19,7 @@ export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepositor
           key.lastUsedAt,
           secretHash,
           storedScopes.write(key.scopes),
+          key.lineage,
         ],
       )
     },
@@ -47,11 +48,24 @@ export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepositor
            WHERE id = $9 AND replaced_by IS NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $10)
            RETURNING ${COLUMNS}
          ), successor AS (
-           INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, secret_hash, scopes)
-           SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::bigint, $7::text, $11::text FROM old
+           INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, secret_hash, scopes, lineage)
+           SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::bigint, $7::text, $11::text, $12::text FROM old
          )
          SELECT * FROM old`,
-        [successor.id, successor.name, successor.prefix, successor.environment, successor.createdAt, successor.expiresAt, secretHash, expiresBy, id, now, storedScopes.write(successor.scopes)],
+        [
+          successor.id,
+          successor.name,
+          successor.prefix,
+          successor.environment,
+          successor.createdAt,
+          successor.expiresAt,
+          secretHash,
+          expiresBy,
+          id,
+          now,
+          storedScopes.write(successor.scopes),
+          successor.lineage,
+        ],
       )
       return rows[0] === undefined ? undefined : toApiKey(rows[0])
     },

@@ -7,8 +7,8 @@ class NotRotated extends Error {}
 
 export function createSqliteApiKeysRepository(db: Database): ApiKeysRepository {
   const insert = db.prepare(
-    `INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, secret_hash, scopes)
-     VALUES (@id, @name, @prefix, @environment, @createdAt, @expiresAt, @revokedAt, @lastUsedAt, @secretHash, @scopes)`,
+    `INSERT INTO api_keys (id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, secret_hash, scopes, lineage)
+     VALUES (@id, @name, @prefix, @environment, @createdAt, @expiresAt, @revokedAt, @lastUsedAt, @secretHash, @scopes, @lineage)`,
   )
   const bySecretHash = db.prepare<[string], ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE secret_hash = ?`)
   const all = db.prepare<[], ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, id`)

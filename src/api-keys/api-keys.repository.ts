@@ -14,6 +14,11 @@ export interface ApiKey {
   lastUsedAt: number | null
   /** The id of the key this one was rotated to; null unless it was rotated. */
   replacedBy: string | null
+  /**
+   * The id of the first key of its rotation chain (its own, unless it was made by a rotation): the
+   * client the key belongs to, which its Idempotency-Keys belong to as well.
+   */
+  lineage: string
   /** What it may do; never empty. */
   scopes: readonly Scope[]
 }
@@ -24,7 +29,7 @@ export interface ApiKeysRepository {
   list(): Promise<ApiKey[]>
   findById(id: string): Promise<ApiKey | undefined>
   /**
-   * In one transaction: inserts `successor`, and points the key `id` at it with an expiry of
+   * In one transaction: inserts `successor` (with the old key's lineage), and points the key `id` at it with an expiry of
    * `min(its expiry, expiresBy)`, provided that key still works at `now` and was not rotated yet.
    * Undefined, and nothing written, when it does not (or no longer) qualify; else the old key as updated.
    */
@@ -36,7 +41,7 @@ export interface ApiKeysRepository {
 }
 
 /** The columns every engine's repository selects, in the order `ApiKeyRow` names them. */
-export const API_KEY_COLUMNS = 'id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, replaced_by, scopes'
+export const API_KEY_COLUMNS = 'id, name, prefix, environment, created_at, expires_at, revoked_at, last_used_at, replaced_by, lineage, scopes'
 
 /** A row of `api_keys` as a driver returns it: times are int8 milliseconds, which pg gives as text. */
 export interface ApiKeyRow {
@@ -49,6 +54,8 @@ export interface ApiKeyRow {
   revoked_at: number | string | null
   last_used_at: number | string | null
   replaced_by: string | null
+  /** Null for a key an older release inserted during an upgrade: the first of its line. */
+  lineage: string | null
   /** Space-separated, as `storedScopes` writes them. */
   scopes: string
 }
@@ -67,6 +74,7 @@ export function toApiKey(row: ApiKeyRow): ApiKey {
     revokedAt: toMs(row.revoked_at),
     lastUsedAt: toMs(row.last_used_at),
     replacedBy: row.replaced_by,
+    lineage: row.lineage ?? row.id,
     scopes: storedScopes.read(row.scopes),
   }
 }

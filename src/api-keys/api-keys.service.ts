@@ -103,15 +103,17 @@ export function createApiKeysService(deps: {
     return apiKeys.touch(key.id, now, now - LAST_USED_RESOLUTION_MS).then(used, used)
   }
 
+  /** A rotation's successor is the same client: it continues its predecessor's lineage; any other key starts its own. */
   const newKey = (
-    { name, environment: keyEnvironment, scopes }: Pick<ApiKey, 'name' | 'environment' | 'scopes'>,
+    { name, environment: keyEnvironment, scopes, lineage }: Pick<ApiKey, 'name' | 'environment' | 'scopes'> & { lineage?: string },
     now: number,
     expiresAt: number | null,
   ): CreatedApiKey => {
     const keyPrefix = KEY_PREFIX[keyEnvironment]
     const secret = keyPrefix + randomBase62(SECRET_LENGTH)
+    const id = `key_${randomBase62(16)}`
     const key: ApiKey = {
-      id: `key_${randomBase62(16)}`,
+      id,
       name,
       prefix: secret.slice(0, keyPrefix.length + 4),
       environment: keyEnvironment,
@@ -120,6 +122,7 @@ export function createApiKeysService(deps: {
       revokedAt: null,
       lastUsedAt: null,
       replacedBy: null,
+      lineage: lineage ?? id,
       scopes,
     }
     return { key, secret }

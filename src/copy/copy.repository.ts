@@ -58,9 +58,10 @@ export const COPY_TABLES: readonly CopyTable[] = [
       int('last_used_at'),
       text('replaced_by'),
       text('scopes'),
+      text('lineage'),
     ],
     key: ['id'],
-    later: ['replaced_by'],
+    later: ['replaced_by', 'lineage'],
   },
   {
     name: 'idempotency_keys',

@@ -76,6 +76,7 @@ for (const engine of ENGINES) {
         revokedAt: null,
         lastUsedAt: null,
         replacedBy: null,
+        lineage: old.key.id,
         scopes: ['pets:read'],
       } satisfies ApiKey)
       assert.match(result.secret, /^ps_test_[0-9A-Za-z]{32}$/)

@@ -5,8 +5,16 @@
  * index.ts maps exactly these names to their modules, which the compiler checks.
  */
 export const MIGRATION_NAMES = {
-  sqlite: ['0001-initial', '0002-idempotency', '0003-rotation-and-deprecated-calls', '0005-key-scopes'],
-  postgres: ['0001-initial', '0002-idempotency', '0003-rotation-and-deprecated-calls', '0004-settled-pet-pages', '0005-key-scopes', '0006-pages-on-read-only-servers'],
+  sqlite: ['0001-initial', '0002-idempotency', '0003-rotation-and-deprecated-calls', '0005-key-scopes', '0007-key-lineage'],
+  postgres: [
+    '0001-initial',
+    '0002-idempotency',
+    '0003-rotation-and-deprecated-calls',
+    '0004-settled-pet-pages',
+    '0005-key-scopes',
+    '0006-pages-on-read-only-servers',
+    '0007-key-lineage',
+  ],
 } as const
 
 /**
