@@ -9,11 +9,11 @@ export interface StoredResponse {
 }
 
 /**
- * A request's use of an `Idempotency-Key`, within the scope of one API key, and the instants that
+ * A request's use of an `Idempotency-Key`, within the scope of one client, and the instants that
  * decide whether a record already there still holds the key.
  */
 export interface IdempotentRequest {
-  /** The id of the API key that sent the request. */
+  /** The lineage of the API key that sent the request (`ApiKey.lineage`): the id of its rotation chain's first key. */
   scope: string
   key: string
   /** Unique to this attempt: written to the record it makes. */

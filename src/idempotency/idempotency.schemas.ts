@@ -21,7 +21,7 @@ export const IdempotencyKeyHeadersSchema = Type.Object({
         `\`Idempotency-Key\` (draft-ietf-httpapi-idempotency-key-header): 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII ` +
         'characters, unique per request, e.g. a UUID. A retry with the same key and the same body gets the first ' +
         'response again, with `Idempotent-Replayed: true`, and creates nothing. Keys belong to the API key that ' +
-        `sent them and are kept for ${retentionHours} hours.`,
+        `sent them and to the keys it is rotated to, and are kept for ${retentionHours} hours.`,
       examples: ['5f0c6e0e-8d43-4b8a-9a51-0f5bd2f0a7e1'],
       }),
       `must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters (no spaces), sent once`,

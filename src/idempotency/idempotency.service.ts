@@ -13,7 +13,7 @@ interface IdempotentResponse {
 
 export interface IdempotencyService {
   /**
-   * Runs `write` once per `key` within `scope` (the API key's id), with the key's claim to take in
+   * Runs `write` once per `key` within `scope` (the API key's lineage), with the key's claim to take in
    * its transaction, and answers every request with the same key and `fingerprint` with the
    * response `write` recorded. Throws `idempotency_key_reused` for another fingerprint and
    * `idempotency_key_in_use` while a request with the key is still being processed.

@@ -81,7 +81,8 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
       const pet = await pets.create(request.body)
       return reply.code(201).header('location', petUrl(pet)).send(pet)
     }
-    const scope = request.apiKey?.id
+    // The client's, not the key's: a retry sent with the key's rotated successor is the same request.
+    const scope = request.apiKey?.lineage
     const serialize = reply.getSerializationFunction('201')
     if (scope === undefined || serialize === undefined) throw new Error('createPet: no API key or no 201 serializer')
     // The body is serialised once, as the 201 schema says, and stored: a replay sends the same bytes.

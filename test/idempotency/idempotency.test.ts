@@ -5,7 +5,7 @@ import { describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import type { LightMyRequestResponse } from 'fastify'
 import pg from 'pg'
-import { hashSecret } from '../../src/api-keys/api-keys.service.js'
+import { createApiKeysService, hashSecret } from '../../src/api-keys/api-keys.service.js'
 import { buildApp } from '../../src/app.js'
 import type { Config } from '../../src/config.js'
 import { IDEMPOTENCY_ABANDONED_AFTER_MS, IDEMPOTENCY_RETENTION_MS } from '../../src/idempotency/idempotency.policy.js'
@@ -120,11 +120,39 @@ function gateCreates() {
   return { gate, wrap }
 }
 
-/** The public id of an API key: the scope its requests' Idempotency-Keys belong to. */
+/** The public id of an API key; for one `createKey` made, also its lineage: the scope its requests' Idempotency-Keys belong to. */
 async function apiKeyIdOf(testApp: TestApp, secret: string): Promise<string> {
   const key = await testApp.storage.apiKeys.findBySecretHash(hashSecret(secret))
   assert.ok(key !== undefined)
   return key.id
+}
+
+/** Rotates the API key `secret` as `petstore keys rotate` does, with an hour's grace; returns the successor's secret. */
+async function rotate(testApp: TestApp, secret: string): Promise<string> {
+  const service = createApiKeysService({ apiKeys: testApp.storage.apiKeys, clock: testApp.clock, environment: testApp.config.environment })
+  const rotated = await service.rotate(await apiKeyIdOf(testApp, secret), 60 * 60_000)
+  assert.ok('secret' in rotated, JSON.stringify(rotated))
+  return rotated.secret
+}
+
+/** Runs `statement` (with the key's id as its one parameter) as an older release, which knows no lineage, would. */
+async function asOlderRelease(database: Config['database'], statement: string, id: string): Promise<void> {
+  if (database.engine === 'sqlite') {
+    const db = new Sqlite(database.path)
+    try {
+      db.prepare(statement.replace('$1', '?')).run(id)
+    } finally {
+      db.close()
+    }
+    return
+  }
+  const client = new pg.Client({ connectionString: database.url })
+  await client.connect()
+  try {
+    await client.query(statement, [id])
+  } finally {
+    await client.end()
+  }
 }
 
 const discard = new Writable({ write: (_chunk, _encoding, callback) => callback() })
@@ -246,6 +274,65 @@ for (const engine of ENGINES) {
       const different = await postWithKey(fx.testApp, otherKey, 'shared-key', '{"name":"Two clients","categoryId":6}')
       assert.equal(different.statusCode, 422)
       assert.equal((await postWithKey(fx.testApp, fx.key, 'shared-key', body)).body, mine.body)
+    })
+
+    it("replays to the rotated successor of the key that made the pet, and to the successor's successor", async () => {
+      const first = await fx.testApp.createKey({ name: 'rotating client' })
+      const body = '{"name":"Rotated","categoryId":4}'
+      const created = await postWithKey(fx.testApp, first, 'rotate-1', body)
+      assert.equal(created.statusCode, 201, created.body)
+
+      const second = await rotate(fx.testApp, first)
+      const third = await rotate(fx.testApp, second)
+      for (const successor of [second, third]) {
+        const again = await postWithKey(fx.testApp, successor, 'rotate-1', body)
+        assert.equal(again.statusCode, 201, again.body)
+        assert.equal(again.headers['idempotent-replayed'], 'true')
+        assert.equal(again.body, created.body)
+        assert.equal(again.headers.location, created.headers.location)
+        const reused = await postWithKey(fx.testApp, successor, 'rotate-1', '{"name":"Rotated","categoryId":5}')
+        assert.equal(reused.statusCode, 422, reused.body)
+        assert.equal(errorBody(reused).code, 'idempotency_key_reused')
+      }
+      // A key still in its grace period sees what its successor made: a retry may go out with either.
+      const bySuccessor = await postWithKey(fx.testApp, third, 'rotate-2', '{"name":"Rotated later","categoryId":4}')
+      const byPredecessor = await postWithKey(fx.testApp, second, 'rotate-2', '{"name":"Rotated later","categoryId":4}')
+      assert.equal(byPredecessor.headers['idempotent-replayed'], 'true')
+      assert.equal(byPredecessor.body, bySuccessor.body)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Rotated'), 1)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Rotated later'), 1)
+
+      // Another client, even one named alike, shares nothing with the line.
+      const unrelated = await postWithKey(fx.testApp, await fx.testApp.createKey({ name: 'rotating client' }), 'rotate-1', body)
+      assert.equal(unrelated.statusCode, 201, unrelated.body)
+      assert.equal(unrelated.headers['idempotent-replayed'], undefined)
+      assert.notEqual(unrelated.body, created.body)
+    })
+
+    it('replays to the successor once the key that made the pet is revoked', async () => {
+      const first = await fx.testApp.createKey({ name: 'revoked after rotation' })
+      const body = '{"name":"Revoked after rotation","categoryId":1}'
+      const created = await postWithKey(fx.testApp, first, 'revoked-1', body)
+      assert.equal(created.statusCode, 201, created.body)
+      const successor = await rotate(fx.testApp, first)
+      // What the CLI suggests to end the grace period at once.
+      const service = createApiKeysService({ apiKeys: fx.testApp.storage.apiKeys, clock: fx.testApp.clock, environment: fx.testApp.config.environment })
+      assert.ok(await service.revoke(await apiKeyIdOf(fx.testApp, first)))
+      const again = await postWithKey(fx.testApp, successor, 'revoked-1', body)
+      assert.equal(again.headers['idempotent-replayed'], 'true')
+      assert.equal(again.body, created.body)
+      assert.equal(await petsNamed(fx.testApp, fx.key, 'Revoked after rotation'), 1)
+    })
+
+    it('passes on the Idempotency-Keys of a key an older release inserted during an upgrade, without a lineage', async () => {
+      const first = await fx.testApp.createKey({ name: 'older release' })
+      await asOlderRelease(fx.testApp.config.database, 'UPDATE api_keys SET lineage = NULL WHERE id = $1', await apiKeyIdOf(fx.testApp, first))
+      const body = '{"name":"Older release","categoryId":1}'
+      const created = await postWithKey(fx.testApp, first, 'older-1', body)
+      assert.equal(created.statusCode, 201, created.body)
+      const again = await postWithKey(fx.testApp, await rotate(fx.testApp, first), 'older-1', body)
+      assert.equal(again.headers['idempotent-replayed'], 'true')
+      assert.equal(again.body, created.body)
     })
 
     it('answers concurrent requests with one key with one 201, and 409 or the replay for the others', async () => {

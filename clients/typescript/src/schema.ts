@@ -364,7 +364,7 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters, unique per request, e.g. a UUID. A retry with the same key and the same body gets the first response again, with `Idempotent-Replayed: true`, and creates nothing. Keys belong to the API key that sent them and are kept for 24 hours.
+                 * @description `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters, unique per request, e.g. a UUID. A retry with the same key and the same body gets the first response again, with `Idempotent-Replayed: true`, and creates nothing. Keys belong to the API key that sent them and to the keys it is rotated to, and are kept for 24 hours.
                  * @example 5f0c6e0e-8d43-4b8a-9a51-0f5bd2f0a7e1
                  */
                 "idempotency-key"?: string;
