@@ -44,11 +44,13 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   const stopAll = () => {
     stopping = true
     for (const worker of alive) worker.process.kill('SIGTERM')
-    // Workers bound their own shutdown; this only guards against one that hangs.
+    // Workers bound their own shutdown, and are killed half a second past it if stuck (src/server.ts):
+    // this only guards against one that still lives.
     setTimeout(() => {
       logger.error('workers did not stop in time')
+      for (const worker of alive) worker.process.kill('SIGKILL')
       process.exit(1)
-    }, config.shutdownDrainMs + config.shutdownTimeoutMs + 5_000).unref()
+    }, config.shutdownDrainMs + config.shutdownTimeoutMs + 1_000).unref()
   }
 
   cluster.on('listening', (worker) => listening.add(worker))
