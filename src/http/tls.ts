@@ -2,7 +2,6 @@ import { X509Certificate, createPrivateKey } from 'node:crypto'
 import fs from 'node:fs'
 import type { RequestListener, Server, ServerOptions } from 'node:http'
 import net from 'node:net'
-import path from 'node:path'
 import type { Server as TlsServer } from 'node:tls'
 import type { FastifyBaseLogger } from 'fastify'
 import { type Config, ConfigError } from '../config.js'
@@ -88,14 +87,22 @@ export function createHttpsServer(options: ServerOptions, pair: CertificatePair,
   return server
 }
 
-/** How long file events are gathered before a reload: certbot replaces the certificate and the key one after the other. */
+/** How long file changes are gathered before a reload: a renewal writes the certificate and the key one after the other. */
 const SETTLE_MS = 500
 
 /**
- * Reloads the pair when a file of its folders changes, or on SIGHUP. A folder is watched rather than
- * the files: certbot, and Kubernetes' mounted secrets, replace a symbolic link, which a watch on the
- * file it pointed to would never see. A pair that cannot be read, or does not match, keeps the one in use
- * and is logged as an error; an unchanged pair is not reloaded.
+ * How often each file's path is looked up. A renewal leaves the old certificate valid for weeks, so a
+ * second is quick enough, and the look, one stat of each file, costs next to nothing.
+ */
+const POLL_MS = 1_000
+
+/**
+ * Reloads the pair when a file at its paths changes, or on SIGHUP. The paths are followed, not the files
+ * or folders found there at start: each is looked up afresh, through its symbolic links, so that a new
+ * file, a swapped link (certbot's `live/`, Kubernetes' `..data`) and a folder replaced or removed and made
+ * again are all seen. A pair that cannot be read, or does not match, keeps the one in use and is logged as
+ * an error; an unchanged pair is not reloaded, and is logged as such when SIGHUP asked for it or after an
+ * error.
  */
 export function reloadCertificates(
   server: Server,
@@ -104,22 +111,24 @@ export function reloadCertificates(
   logger: FastifyBaseLogger,
 ): { close(): void } {
   let current = serving
+  let failing = false
   const reload = (reason: string) => {
     let next: CertificatePair
+    let unchanged: boolean
     try {
       next = readCertificatePair(files)
-    } catch (error) {
-      logger.error({ reason, err: (error as Error).message, fingerprint: current.fingerprint }, 'TLS certificate not reloaded: still serving the previous one')
-      return
-    }
-    if (next.cert.equals(current.cert) && next.key.equals(current.key)) return
-    try {
+      unchanged = next.cert.equals(current.cert) && next.key.equals(current.key)
       // The API server is typed as Node's HTTP server, which createHttpsServer's is, on top of TLS.
-      ;(server as unknown as TlsServer).setSecureContext({ cert: next.cert, key: next.key })
+      if (!unchanged) (server as unknown as TlsServer).setSecureContext({ cert: next.cert, key: next.key })
     } catch (error) {
+      failing = true
       logger.error({ reason, err: (error as Error).message, fingerprint: current.fingerprint }, 'TLS certificate not reloaded: still serving the previous one')
       return
     }
+    // After a change seen in the files, the other file of the pair often changes a look later: silence then.
+    if (unchanged && (reason === 'SIGHUP' || failing)) logger.info({ reason, fingerprint: next.fingerprint, validTo: next.validTo }, 'TLS certificate unchanged')
+    failing = false
+    if (unchanged) return
     current = next
     logger.info({ reason, fingerprint: next.fingerprint, validTo: next.validTo }, 'TLS certificate reloaded')
   }
@@ -129,19 +138,17 @@ export function reloadCertificates(
     clearTimeout(timer)
     timer = setTimeout(() => reload('files changed'), SETTLE_MS)
   }
-  const watchers = [...new Set([path.dirname(files.certFile), path.dirname(files.keyFile)])].map((folder) =>
-    fs.watch(folder, { persistent: false }, settle).on('error', (err) => {
-      logger.error({ err, folder }, 'TLS certificate folder no longer watched: reload with SIGHUP')
-    }),
-  )
+  // Polled: an inotify watch follows the folder it was set on, and misses the folder renamed away or removed and made again.
+  const paths = [...new Set([files.certFile, files.keyFile])]
+  for (const file of paths) fs.watchFile(file, { interval: POLL_MS, persistent: false }, settle)
   const onHangup = () => reload('SIGHUP')
   process.on('SIGHUP', onHangup)
-  // A renewal between the first read and the watch would otherwise go unseen until the next one.
+  // A renewal between the first read and the first look would otherwise go unseen until the next one.
   reload('files changed while starting')
   return {
     close() {
       clearTimeout(timer)
-      for (const watcher of watchers) watcher.close()
+      for (const file of paths) fs.unwatchFile(file, settle)
       process.off('SIGHUP', onHangup)
     },
   }

@@ -11,7 +11,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import tls from 'node:tls'
 import { BIN, type NodeProcess, spawnNode } from '../../scripts/petstore-process.js'
 import { loadConfig } from '../../src/config.js'
-import { STRICT_TRANSPORT_SECURITY, clearTextWarning } from '../../src/http/tls.js'
+import pino from 'pino'
+import { createHttpServer } from '../../src/http/http-protocol.js'
+import { STRICT_TRANSPORT_SECURITY, clearTextWarning, readCertificatePair, reloadCertificates } from '../../src/http/tls.js'
 import { cleanupProcesses, freePort, runCli, trackedTempDir, within } from '../processes.js'
 
 // HTTPS served by the service itself (TLS_CERT_FILE, TLS_KEY_FILE), over real TLS connections, with
@@ -306,7 +308,6 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
     const dir = trackedTempDir('petstore-tls-')
     const [first, second] = [makeCertificate(dir, 'first'), makeCertificate(dir, 'second')]
     const ca = [first.pem, second.pem]
-    // Files in a folder of their own, rewritten in place through another path: the folder's watch sees nothing.
     const live = liveFolder(dir, first)
     const server = await startTlsServer(dir, live, ca, { args: ['--workers', '2'] })
     try {
@@ -322,14 +323,17 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
       fs.copyFileSync(second.keyFile, first.keyFile)
       server.child.kill('SIGHUP')
       await untilServed(server.port, ca, second.fingerprint, 'SIGHUP did not reload the certificate')
+      // A worker whose look at the files came first finds the pair unchanged on SIGHUP, and says so.
+      const answeredHangup = () =>
+        new Set([...logLines(server, 'TLS certificate reloaded'), ...logLines(server, 'TLS certificate unchanged')].filter((line) => line.reason === 'SIGHUP').map((line) => line.pid))
       await within(
         (async () => {
-          while (logLines(server, 'TLS certificate reloaded').length < 2) await sleep(50)
+          while (answeredHangup().size < 2) await sleep(50)
         })(),
         20_000,
-        () => `not both workers reloaded:\n${server.output()}`,
+        () => `not both workers answered SIGHUP:\n${server.output()}`,
       )
-      for (const line of logLines(server, 'TLS certificate reloaded')) assert.equal(line.reason, 'SIGHUP')
+      assert.equal(logLines(server, 'TLS certificate reloaded').length, 2, server.output())
       // Connections are spread over both workers: every new one now gets the new certificate.
       for (let i = 0; i < 10; i++) assert.equal(await servedFingerprint(server.port, ca), second.fingerprint)
       assert.equal(server.exit, undefined, 'SIGHUP does not stop the service')
@@ -421,6 +425,173 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
         assert.match(result.stderr, expected)
         assert.doesNotMatch(result.stderr, /PRIVATE KEY/)
       }
+    }
+  })
+})
+
+/** The service's TLS server and its certificate reload, in this process: a renewal is watched from its log. */
+interface Reloading {
+  port: number
+  /** Every certificate the test may renew to, for clients that must accept any. */
+  ca: Buffer[]
+  logged(message: string): Record<string, unknown>[]
+  close(): void
+}
+
+async function startReloading(files: { certFile: string; keyFile: string }, ca: Buffer[]): Promise<Reloading> {
+  const lines: Record<string, unknown>[] = []
+  const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) })
+  const pair = readCertificatePair(files)
+  const server = createHttpServer((_request, response) => response.end('ok'), { timeouts: { requestMs: 10_000, headersMs: 5_000, keepAliveMs: 60_000 }, tls: pair }, logger)
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const reloading = reloadCertificates(server, files, pair, logger)
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    ca,
+    logged: (message) => lines.filter((line) => line.msg === message),
+    close() {
+      reloading.close()
+      server.closeAllConnections()
+      server.close()
+    },
+  }
+}
+
+const NOT_RELOADED = 'TLS certificate not reloaded: still serving the previous one'
+
+/** Waits, bounded, until `server` has logged `message` `count` times. */
+async function untilLogged(server: Reloading, message: string, count: number): Promise<void> {
+  const deadline = performance.now() + 20_000
+  while (server.logged(message).length < count) {
+    if (performance.now() > deadline) assert.fail(`"${message}" was logged ${server.logged(message).length} times, not ${count}`)
+    await sleep(50)
+  }
+}
+
+/** Certificate files as a tool keeps them, and that tool's renewal. */
+interface Layout {
+  certFile: string
+  keyFile: string
+  renew(to: Certificate, server: Reloading): void | Promise<void>
+}
+
+/** Writes `pair` as `cert.pem` and `key.pem` in `folder`, over whatever files are there (the same inodes). */
+function writePair(folder: string, pair: Certificate): { certFile: string; keyFile: string } {
+  const files = { certFile: path.join(folder, 'cert.pem'), keyFile: path.join(folder, 'key.pem') }
+  fs.writeFileSync(files.certFile, pair.pem)
+  fs.writeFileSync(files.keyFile, fs.readFileSync(pair.keyFile))
+  return files
+}
+
+/**
+ * A Secret mounted by Kubernetes: `tls.crt` and `tls.key` are links through `..data`, itself a link to a
+ * timestamped folder; an update writes a new folder, renames a new `..data` link over the old one and
+ * removes the old folder (the kubelet's AtomicWriter).
+ */
+function kubernetesSecret(dir: string, first: Certificate): Layout {
+  const mount = path.join(dir, 'secret')
+  fs.mkdirSync(mount)
+  let version = 0
+  const update = (pair: Certificate) => {
+    const data = path.join(mount, '..data')
+    const previous = fs.existsSync(data) ? fs.readlinkSync(data) : undefined
+    const folder = `..2026_11_27_10_00_0${version++}.123456789`
+    fs.mkdirSync(path.join(mount, folder))
+    fs.writeFileSync(path.join(mount, folder, 'tls.crt'), pair.pem)
+    fs.writeFileSync(path.join(mount, folder, 'tls.key'), fs.readFileSync(pair.keyFile))
+    fs.symlinkSync(folder, path.join(mount, '..data_tmp'))
+    fs.renameSync(path.join(mount, '..data_tmp'), data)
+    if (previous !== undefined) fs.rmSync(path.join(mount, previous), { recursive: true })
+  }
+  update(first)
+  fs.symlinkSync('..data/tls.crt', path.join(mount, 'tls.crt'))
+  fs.symlinkSync('..data/tls.key', path.join(mount, 'tls.key'))
+  return { certFile: path.join(mount, 'tls.crt'), keyFile: path.join(mount, 'tls.key'), renew: update }
+}
+
+const LAYOUTS: Record<string, (dir: string, first: Certificate) => Layout> = {
+  'the files rewritten in place': (dir, first) => {
+    const folder = path.join(dir, 'tls')
+    fs.mkdirSync(folder)
+    return { ...writePair(folder, first), renew: (to) => void writePair(folder, to) }
+  },
+  "certbot's symbolic links swapped": (dir, first) => liveFolder(dir, first),
+  "a Kubernetes Secret's ..data link swapped": kubernetesSecret,
+  'the folder renamed away and a new one made': (dir, first) => {
+    const folder = path.join(dir, 'tls')
+    fs.mkdirSync(folder)
+    let renewals = 0
+    const renew = (to: Certificate) => {
+      fs.renameSync(folder, `${folder}.old${renewals++}`)
+      fs.mkdirSync(folder)
+      writePair(folder, to)
+    }
+    return { ...writePair(folder, first), renew }
+  },
+  'the folder removed, and made again after a pause': (dir, first) => {
+    const folder = path.join(dir, 'tls')
+    fs.mkdirSync(folder)
+    const renew = async (to: Certificate, server: Reloading) => {
+      const refused = server.logged(NOT_RELOADED).length
+      const serving = await servedFingerprint(server.port, server.ca)
+      fs.rmSync(folder, { recursive: true })
+      // The pause: the files are found missing, and the pair in use is kept meanwhile.
+      await untilLogged(server, NOT_RELOADED, refused + 1)
+      assert.match(String(server.logged(NOT_RELOADED).at(-1)?.err), /which cannot be read \(ENOENT\)$/)
+      assert.equal(await servedFingerprint(server.port, server.ca), serving, 'the server stopped serving its certificate while the files were missing')
+      fs.mkdirSync(folder)
+      writePair(folder, to)
+    }
+    return { ...writePair(folder, first), renew }
+  },
+}
+
+describe('certificate renewal as tools do it', { skip: opensslSkip }, () => {
+  for (const [name, layout] of Object.entries(LAYOUTS)) {
+    it(`serves new connections the new certificate after ${name}, twice, open connections keeping theirs`, { timeout: 90_000 }, async () => {
+      const dir = trackedTempDir('petstore-tls-')
+      const pairs = ['first', 'second', 'third'].map((pair) => makeCertificate(dir, pair))
+      const files = layout(dir, pairs[0] as Certificate)
+      const server = await startReloading(files, pairs.map((pair) => pair.pem))
+      try {
+        for (const [renewal, [from, to]] of [[pairs[0], pairs[1]], [pairs[1], pairs[2]]].entries()) {
+          assert.ok(from !== undefined && to !== undefined)
+          const agent = new https.Agent({ keepAlive: true, maxSockets: 1, maxCachedSessions: 0 })
+          try {
+            assert.equal((await get(server.port, '/', { agent, ca: server.ca })).fingerprint, from.fingerprint)
+            await files.renew(to, server)
+            await untilServed(server.port, server.ca, to.fingerprint, `renewal ${renewal + 1}: new connections were never given the new certificate`)
+            const kept = await get(server.port, '/', { agent, ca: server.ca })
+            assert.deepEqual([kept.status, kept.reused, kept.fingerprint], [200, true, from.fingerprint], 'an open connection keeps its certificate')
+          } finally {
+            agent.destroy()
+          }
+          const reloaded = server.logged('TLS certificate reloaded')
+          assert.equal(reloaded.length, renewal + 1)
+          assert.deepEqual([reloaded.at(-1)?.reason, reloaded.at(-1)?.fingerprint], ['files changed', to.fingerprint])
+        }
+        if (!name.includes('removed')) assert.deepEqual(server.logged(NOT_RELOADED), [])
+      } finally {
+        server.close()
+      }
+    })
+  }
+
+  it('logs on SIGHUP that the pair is unchanged, and keeps serving it', async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    const first = makeCertificate(dir, 'first')
+    fs.mkdirSync(path.join(dir, 'tls'))
+    const server = await startReloading(writePair(path.join(dir, 'tls'), first), [first.pem])
+    try {
+      process.kill(process.pid, 'SIGHUP')
+      await untilLogged(server, 'TLS certificate unchanged', 1)
+      const [unchanged] = server.logged('TLS certificate unchanged')
+      assert.deepEqual([unchanged?.level, unchanged?.reason, unchanged?.fingerprint], [30, 'SIGHUP', first.fingerprint])
+      assert.equal(await servedFingerprint(server.port, [first.pem]), first.fingerprint)
+      assert.deepEqual(server.logged('TLS certificate reloaded'), [])
+    } finally {
+      server.close()
     }
   })
 })
