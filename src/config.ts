@@ -1,6 +1,7 @@
 import { lookup } from 'node:dns/promises'
 import net from 'node:net'
 import path from 'node:path'
+import { GET_PET_SUNSET } from './deprecations/deprecations.policy.js'
 
 const ENVIRONMENTS = ['production', 'staging'] as const
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
@@ -158,15 +159,18 @@ export const CONFIG_VARIABLES = {
     default: 'true',
   },
   PETSTORE_ENV: { describe: 'Keys are `ps_live_…` in production, `ps_test_…` in staging', values: ENVIRONMENTS, default: 'production' },
-  PUBLIC_BASE_URL: { describe: 'Public origin of this deployment, e.g. https://api.example.com', unset: 'Default http://localhost:PORT' },
+  PUBLIC_BASE_URL: {
+    describe: 'Public origin of this deployment, e.g. https://api.example.com, without credentials (it is sent to every client)',
+    unset: 'Default http://localhost:PORT',
+  },
   PRODUCTION_BASE_URL: {
-    describe: 'Origin of production, listed in the OpenAPI servers',
+    describe: 'Origin of production, listed in the OpenAPI servers, without credentials',
     unset: 'Default PUBLIC_BASE_URL when PETSTORE_ENV=production',
   },
-  STAGING_BASE_URL: { describe: 'Origin of staging, listed in the OpenAPI servers', unset: 'Default PUBLIC_BASE_URL when PETSTORE_ENV=staging' },
+  STAGING_BASE_URL: { describe: 'Origin of staging, listed in the OpenAPI servers, without credentials', unset: 'Default PUBLIC_BASE_URL when PETSTORE_ENV=staging' },
   LOG_LEVEL: { describe: 'The least severe level logged', values: LOG_LEVELS, default: 'info' },
   GETPET_DEPRECATED_AT: {
-    describe: 'ISO 8601 instant getPet was deprecated (the `Deprecation` header)',
+    describe: `ISO 8601 instant getPet was deprecated (the \`Deprecation\` header), no later than its sunset ${GET_PET_SUNSET.toISOString()}`,
     default: '2026-11-22T00:00:00Z',
   },
   SHUTDOWN_TIMEOUT_MS: {
@@ -194,7 +198,7 @@ export const CONFIG_VARIABLES = {
     unset: 'Unset: rate-limit counters in memory, per process',
   },
   TRUST_PROXY: {
-    describe: '`true`, a hop count, or comma-separated proxy addresses/CIDRs whose X-Forwarded-For is trusted',
+    describe: '`true`, a hop count from 1 to 99, or comma-separated proxy IP addresses and ranges (CIDR, or an IPv4 netmask) whose X-Forwarded-For is trusted',
     unset: 'Unset: the client address is the TCP peer',
   },
   CORS_ORIGINS: {
@@ -332,7 +336,7 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
     publicBaseUrl,
     servers: Object.freeze(servers),
     logLevel: oneOf(env, 'LOG_LEVEL'),
-    getPetDeprecatedAt: instantVar(env, 'GETPET_DEPRECATED_AT'),
+    getPetDeprecatedAt: deprecatedAtVar(env),
     shutdownTimeoutMs: integerVar(env, 'SHUTDOWN_TIMEOUT_MS'),
     shutdownDrainMs: integerVar(env, 'SHUTDOWN_DRAIN_MS'),
     rateLimits: Object.freeze({
@@ -481,13 +485,43 @@ function redisVar(env: Env): string | undefined {
   return text
 }
 
+/**
+ * Each entry of a list is checked here as Fastify's proxy-addr reads it (an address, or an address and a
+ * prefix length or IPv4 netmask), since proxy-addr throws at start with a message that names no variable.
+ */
 function trustProxyVar(env: Env): boolean | number | string {
   const text = nonEmpty(env, 'TRUST_PROXY')
   if (text === undefined || text === 'false') return false
   if (text === 'true') return true
   if (/^[1-9][0-9]?$/.test(text)) return Number(text)
-  if (/^[0-9a-fA-F.:/]+(\s*,\s*[0-9a-fA-F.:/]+)*$/.test(text)) return text
-  throw new ConfigError('TRUST_PROXY', `must be true, false, a hop count or a list of addresses/CIDRs, got "${text}"`)
+  for (const entry of text.split(',').map((part) => part.trim())) {
+    const problem = proxyEntryProblem(entry)
+    if (problem !== undefined) {
+      throw new ConfigError(
+        'TRUST_PROXY',
+        `must be true, false, a hop count from 1 to 99, or a list of IP addresses and ranges such as 10.0.0.0/8, separated by commas; "${entry}" ${problem}`,
+      )
+    }
+  }
+  return text
+}
+
+/** Why `entry` is no address or range, or undefined when it is one. */
+function proxyEntryProblem(entry: string): string | undefined {
+  const slash = entry.lastIndexOf('/')
+  const address = slash === -1 ? entry : entry.slice(0, slash)
+  const version = net.isIP(address)
+  if (version === 0) return 'is not an IP address'
+  if (slash === -1) return undefined
+  const range = entry.slice(slash + 1)
+  const max = version === 4 ? 32 : 128
+  if (version === 4 && net.isIPv4(range)) {
+    const mask = range.split('.').reduce((bits, octet) => bits * 256 + Number(octet), 0)
+    // Only a mask of leading ones leaves a power of two below 2^32, and proxy-addr refuses any other.
+    const hostBits = Math.log2(2 ** 32 - mask)
+    return Number.isInteger(hostBits) && hostBits < 32 ? undefined : 'has a netmask that is not ones then zeros, such as 255.255.0.0'
+  }
+  return /^[0-9]+$/.test(range) && Number(range) >= 1 && Number(range) <= max ? undefined : `has a prefix length outside 1-${max}`
 }
 
 /**
@@ -581,13 +615,17 @@ function parsedUrl(text: string): URL | undefined {
 
 const isHttp = (url: URL): boolean => url.protocol === 'http:' || url.protocol === 'https:'
 
+/** An origin that is sent to every client, in `Location`, `Link` and the OpenAPI `servers`. */
 function originVar(env: Env, name: VariableName): string | undefined {
   const text = nonEmpty(env, name)
   if (text === undefined) return undefined
   const url = parsedUrl(text)
-  if (url === undefined) throw new ConfigError(name, `must be an absolute http(s) URL, got "${text}"`)
+  if (url === undefined) throw new ConfigError(name, `must be an absolute http(s) URL, got "${withoutPassword(text)}"`)
+  if (url.username !== '' || url.password !== '') {
+    throw new ConfigError(name, `must not hold credentials (user:password@): every client is sent it, got "${withoutPassword(text)}"`)
+  }
   if (!isHttp(url) || url.search !== '' || url.hash !== '') {
-    throw new ConfigError(name, `must be an http(s) URL without query or fragment, got "${text}"`)
+    throw new ConfigError(name, `must be an http(s) URL without query or fragment, got "${withoutPassword(text)}"`)
   }
   return url.href.replace(/\/+$/, '')
 }
@@ -597,6 +635,18 @@ function instantVar(env: Env, name: WithDefault): Date {
   const date = new Date(text)
   if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(date.getTime())) {
     throw new ConfigError(name, `must be an ISO 8601 date-time such as 2026-11-22T00:00:00Z, got "${text}"`)
+  }
+  return date
+}
+
+/** RFC 9745 puts a sunset no earlier than the deprecation it ends; getPet's sunset is not a setting, so this one gives way. */
+function deprecatedAtVar(env: Env): Date {
+  const date = instantVar(env, 'GETPET_DEPRECATED_AT')
+  if (date > GET_PET_SUNSET) {
+    throw new ConfigError(
+      'GETPET_DEPRECATED_AT',
+      `must not be later than the sunset of getPet, ${GET_PET_SUNSET.toISOString()} (fixed by the specification), got "${textOrDefault(env, 'GETPET_DEPRECATED_AT')}"`,
+    )
   }
   return date
 }

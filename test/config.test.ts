@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
+import Fastify from 'fastify'
 import { CONFIG_NAMES, CONFIG_VARIABLES, type ConfigVariable, ConfigError, checkHostsResolve, loadConfig, variableDefault, variableRange } from '../src/config.js'
 import { ROOT } from './helper.js'
 
@@ -84,6 +85,19 @@ describe('configuration', () => {
     ['RATE_LIMIT_FAILED_AUTH_PER_IP', 'many'],
     ['REDIS_URL', 'localhost:6379'],
     ['TRUST_PROXY', 'sometimes'],
+    ['TRUST_PROXY', '300.1.1.1'],
+    ['TRUST_PROXY', '10.0.0.0/33'],
+    ['TRUST_PROXY', '10.0.0.0/0'],
+    ['TRUST_PROXY', '10.0.0.1, ::1/129'],
+    ['TRUST_PROXY', '10.0.0.0/255.0.255.0'],
+    ['TRUST_PROXY', '10.0.0.0/'],
+    ['TRUST_PROXY', '10.0.0.1,,10.0.0.2'],
+    ['TRUST_PROXY', '0'],
+    ['PUBLIC_BASE_URL', 'https://user:hunter2@api.example.com'],
+    ['PUBLIC_BASE_URL', 'https://user@api.example.com'],
+    ['PRODUCTION_BASE_URL', 'https://user:hunter2@api.example.com'],
+    ['STAGING_BASE_URL', 'https://:hunter2@staging.example.com'],
+    ['GETPET_DEPRECATED_AT', '2030-12-05T00:00:00.001Z'],
     ['REQUEST_TIMEOUT_MS', '10'],
     ['HEADERS_TIMEOUT_MS', '20000'],
     ['KEEP_ALIVE_TIMEOUT_MS', '0'],
@@ -163,6 +177,50 @@ describe('configuration', () => {
     assert.throws(
       () => loadConfig({ DATABASE_URL: 'mysql://user:hunter2@db/petstore' }, '/'),
       (error: unknown) => error instanceof ConfigError && !error.message.includes('hunter2'),
+    )
+  })
+
+  it('refuses credentials in PUBLIC_BASE_URL and the servers, since every client is sent them, without echoing the password', () => {
+    for (const name of ['PUBLIC_BASE_URL', 'PRODUCTION_BASE_URL', 'STAGING_BASE_URL']) {
+      assert.throws(
+        () => loadConfig({ [name]: 'https://deploy:hunter2@api.example.com' }, '/'),
+        (error: unknown) =>
+          error instanceof ConfigError && error.variable === name && /credentials/.test(error.message) && !error.message.includes('hunter2'),
+        name,
+      )
+    }
+  })
+
+  it('refuses a GETPET_DEPRECATED_AT later than the sunset, naming both, and accepts one at the sunset', () => {
+    assert.throws(
+      () => loadConfig({ GETPET_DEPRECATED_AT: '2031-01-01T00:00:00Z' }, '/'),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        error.message ===
+          'GETPET_DEPRECATED_AT must not be later than the sunset of getPet, 2030-12-05T00:00:00.000Z (fixed by the specification), got "2031-01-01T00:00:00Z"',
+    )
+    assert.equal(loadConfig({ GETPET_DEPRECATED_AT: '2030-12-05T00:00:00Z' }, '/').getPetDeprecatedAt.toISOString(), '2030-12-05T00:00:00.000Z')
+  })
+
+  it('accepts as TRUST_PROXY the addresses, CIDR ranges and netmasks that Fastify does, and names TRUST_PROXY for the rest', () => {
+    for (const text of ['10.0.0.1', '10.0.0.0/8', '10.0.0.0/255.0.0.0', '192.168.1.1, 10.0.0.0/16', '::1', 'fe80::/10', '::ffff:10.0.0.1', '2001:db8::/128', '10.0.0.0/32']) {
+      const { trustProxy } = loadConfig({ TRUST_PROXY: text }, '/')
+      if (typeof trustProxy !== 'string') assert.fail(`${text} read as ${String(trustProxy)}`)
+      assert.doesNotThrow(() => Fastify({ trustProxy }), text)
+    }
+    assert.throws(
+      () => loadConfig({ TRUST_PROXY: '10.0.0.1,300.1.1.1' }, '/'),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        error.message ===
+          'TRUST_PROXY must be true, false, a hop count from 1 to 99, or a list of IP addresses and ranges such as 10.0.0.0/8, separated by commas; "300.1.1.1" is not an IP address',
+    )
+    assert.throws(
+      () => loadConfig({ TRUST_PROXY: '10.0.0.0/33' }, '/'),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        error.message ===
+          'TRUST_PROXY must be true, false, a hop count from 1 to 99, or a list of IP addresses and ranges such as 10.0.0.0/8, separated by commas; "10.0.0.0/33" has a prefix length outside 1-32',
     )
   })
 
