@@ -89,8 +89,9 @@ export interface Config {
   /**
    * The listener of `GET /metrics`, apart from the API port; undefined when METRICS_PORT=off.
    * `chosen`: METRICS_PORT was set, so a port already taken stops the service (the default only warns).
+   * `hostVariable`: the variable that chose `host`, METRICS_HOST or (unset) HOST, to blame for an address this machine lacks.
    */
-  readonly metrics: Readonly<{ port: number; host: string; chosen: boolean }> | undefined
+  readonly metrics: Readonly<{ port: number; host: string; chosen: boolean; hostVariable: 'METRICS_HOST' | 'HOST' }> | undefined
   /** Connections the kernel queues for the API port until the service accepts them (the listen backlog). */
   readonly listenBacklog: number
   /** When new requests are answered 503 `overloaded` instead of being queued; 0 turns a check off. */
@@ -377,6 +378,30 @@ export async function checkHostsResolve(config: Config, resolve: (host: string) 
   }
 }
 
+/**
+ * A failure of the `listener` (API, metrics) to listen on `address`, naming the variable of `variables` that
+ * chose what failed: the port's for a port in use or not allowed, the host's for an address this machine
+ * does not have or a name that does not resolve. Undefined for a failure that is not listening's, though
+ * its code be the same (a folder that cannot be made is EACCES too).
+ */
+export function listenFailure(
+  listener: string,
+  address: { host: string; port: number },
+  variables: { host: VariableName; port: VariableName },
+  error: { code?: string | undefined; syscall?: string | undefined; message: string },
+): Error | undefined {
+  if (error.syscall !== undefined && error.syscall !== 'listen' && error.syscall !== 'getaddrinfo') return undefined
+  const code = error.code ?? ''
+  const variable =
+    code === 'EADDRINUSE' || code === 'EACCES'
+      ? variables.port
+      : code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code.startsWith('EAI_')
+        ? variables.host
+        : undefined
+  if (variable === undefined) return undefined
+  return new Error(`the ${listener} listener (${variable}) cannot listen on ${address.host}:${address.port}: ${error.message}`, { cause: error })
+}
+
 /** Both files or neither: half a pair would serve nothing, and plain HTTP would hide the mistake. */
 function tlsVar(env: Env, cwd: string): Config['tls'] {
   const certFile = nonEmpty(env, 'TLS_CERT_FILE')
@@ -473,7 +498,13 @@ function metricsVar(env: Env, port: number, host: string): Config['metrics'] {
   if (text === 'off') return undefined
   const metricsPort = integer('METRICS_PORT', text, ', or off')
   if (metricsPort === port) throw new ConfigError('METRICS_PORT', `must differ from PORT (${port}), or be off`)
-  return Object.freeze({ port: metricsPort, host: hostVar(env, 'METRICS_HOST') ?? host, chosen: nonEmpty(env, 'METRICS_PORT') !== undefined })
+  const metricsHost = hostVar(env, 'METRICS_HOST')
+  return Object.freeze({
+    port: metricsPort,
+    host: metricsHost ?? host,
+    chosen: nonEmpty(env, 'METRICS_PORT') !== undefined,
+    hostVariable: metricsHost === undefined ? 'HOST' : 'METRICS_HOST',
+  })
 }
 
 function redisVar(env: Env): string | undefined {
@@ -674,6 +705,7 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
   )
 }
 
-function withoutPassword(url: string): string {
+/** `url` without its user and password, for a message: `postgres://***@host/db`. */
+export function withoutPassword(url: string): string {
   return url.replace(/\/\/[^@/]*@/, '//***@')
 }

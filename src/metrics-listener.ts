@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import { Worker as Thread } from 'node:worker_threads'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { AggregatorRegistry } from 'prom-client'
-import type { Config } from './config.js'
+import { type Config, listenFailure } from './config.js'
 import { ApiError } from './errors.js'
 import { shuttingDown } from './http/health.routes.js'
 import type { Metrics } from './http/metrics.js'
@@ -158,7 +158,7 @@ export function clusterReadiness(listening: () => readonly Worker[], isStopping:
  * Anything else there answers in the service's error shape.
  */
 export async function startMetricsListener(
-  { port, host, chosen }: NonNullable<Config['metrics']>,
+  { port, host, chosen, hostVariable }: NonNullable<Config['metrics']>,
   source: MetricsSource,
   logger: FastifyBaseLogger,
   readiness: Readiness,
@@ -205,7 +205,10 @@ export async function startMetricsListener(
             )
             resolve(undefined)
           } else {
-            reject(new Error(`the metrics listener (METRICS_PORT) cannot listen on ${host}:${port}: ${message.message}`))
+            reject(
+              listenFailure('metrics', { host, port }, { host: hostVariable, port: 'METRICS_PORT' }, message) ??
+                new Error(`the metrics listener cannot listen on ${host}:${port}: ${message.message}`),
+            )
           }
       }
     })

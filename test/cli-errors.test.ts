@@ -8,7 +8,9 @@ import { type CliIo, main } from '../src/cli.js'
 import { systemClock } from '../src/clock.js'
 import { loadConfig } from '../src/config.js'
 import { openMigratedStorage } from '../src/storage/open-storage.js'
-import { cleanupProcesses, freePort, runCli, trackedTempDir } from './processes.js'
+import { BIN } from './helper.js'
+import { TEST_POSTGRES_URL } from './postgres.js'
+import { cleanupProcesses, freePort, runCli, runCommand, trackedTempDir } from './processes.js'
 
 // What the CLI says when what it was given is wrong: one line saying what was wrong with what, then
 // where the usage is, and the exit code (2 for a usage error, 1 for a failure). Run in-process, except
@@ -144,4 +146,141 @@ describe('petstore serve, naming the variable of each start-up failure', () => {
       taken.close()
     }
   })
+
+  /** What a case runs `petstore serve` with, and what it must say: exactly, or matching. */
+  interface StartFailure {
+    env: Record<string, string>
+    /** Where it runs; the case's own folder unless given. */
+    cwd?: string
+    /** Run as another user than root, whose permissions would let it write any file. */
+    unprivileged?: boolean
+    stderr: string | RegExp
+    code: number
+  }
+
+  const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  const postgres = TEST_POSTGRES_URL === undefined || TEST_POSTGRES_URL === '' ? undefined : new URL(TEST_POSTGRES_URL)
+  /** The test server's URL with `change` made, and as the messages show it: without its user and password. */
+  const postgresUrl = (change: (url: URL) => void) => {
+    const url = new URL(postgres?.href ?? '')
+    change(url)
+    return { url: url.href, shown: url.href.replace(/\/\/[^@/]*@/, '//***@') }
+  }
+
+  /** Each case's environment, and files made in its own folder `dir`, → stderr and the exit code. */
+  const failures: Record<string, (dir: string) => StartFailure | Promise<StartFailure>> = {
+    'a working folder this user cannot write, DATABASE_URL unset': (dir) => {
+      const folder = path.join(dir, 'read-only')
+      fs.mkdirSync(folder, { mode: 0o555 })
+      return {
+        env: {},
+        cwd: folder,
+        unprivileged: true,
+        stderr: `petstore: invalid configuration: DATABASE_URL is unset, so the database is ${folder}/data/petstore.db, whose folder cannot be created: EACCES: permission denied, mkdir '${folder}/data'\n`,
+        code: 1,
+      }
+    },
+    'a folder as the SQLite file': (dir) => {
+      fs.mkdirSync(path.join(dir, 'petstore.db'))
+      return {
+        env: { DATABASE_URL: `sqlite://${dir}/petstore.db` },
+        stderr: `petstore: invalid configuration: DATABASE_URL names ${dir}/petstore.db, which SQLite cannot open (unable to open database file): name a file this user can read and write, or a new one in a folder it can write\n`,
+        code: 1,
+      }
+    },
+    'a file that is not a SQLite database': (dir) => {
+      fs.writeFileSync(path.join(dir, 'petstore.db'), 'not a database\n'.repeat(512))
+      return {
+        env: { DATABASE_URL: `sqlite://${dir}/petstore.db` },
+        stderr: `petstore: invalid configuration: DATABASE_URL names ${dir}/petstore.db, which is not a SQLite database (file is not a database)\n`,
+        code: 1,
+      }
+    },
+    'a SQLite database this user cannot write': async (dir) => {
+      const folder = path.join(dir, 'data')
+      fs.mkdirSync(folder)
+      await runCli(['migrate'], { DATABASE_URL: `sqlite://${folder}/petstore.db` }, dir, { rejectOnFailure: true })
+      fs.chmodSync(path.join(folder, 'petstore.db'), 0o444)
+      fs.chmodSync(folder, 0o555)
+      return {
+        env: { DATABASE_URL: `sqlite://${folder}/petstore.db` },
+        unprivileged: true,
+        stderr: `petstore: invalid configuration: DATABASE_URL names ${folder}/petstore.db, which this user cannot write (attempt to write a readonly database): the file and its folder, where SQLite keeps its -wal and -shm files, must be writable\n`,
+        code: 1,
+      }
+    },
+    'TRUST_PROXY, an address out of range': () => ({
+      env: { TRUST_PROXY: '300.1.1.1' },
+      stderr:
+        'petstore: invalid configuration: TRUST_PROXY must be true, false, a hop count from 1 to 99, or a list of IP addresses and ranges such as 10.0.0.0/8, separated by commas; "300.1.1.1" is not an IP address\n',
+      code: 1,
+    }),
+    'TRUST_PROXY, a prefix length out of range': () => ({
+      env: { TRUST_PROXY: '10.0.0.0/33' },
+      stderr:
+        'petstore: invalid configuration: TRUST_PROXY must be true, false, a hop count from 1 to 99, or a list of IP addresses and ranges such as 10.0.0.0/8, separated by commas; "10.0.0.0/33" has a prefix length outside 1-32\n',
+      code: 1,
+    }),
+    // TEST-NET-1 (RFC 5737): no machine has it.
+    'METRICS_HOST, an address this machine does not have': async () => ({
+      env: { METRICS_HOST: '192.0.2.1', METRICS_PORT: String(await freePort()) },
+      stderr: /^petstore: the metrics listener \(METRICS_HOST\) cannot listen on 192\.0\.2\.1:\d+: listen EADDRNOTAVAIL/,
+      code: 1,
+    }),
+    'HOST, an address this machine does not have, which the metrics listener takes too': async () => ({
+      env: { HOST: '192.0.2.1', METRICS_PORT: String(await freePort()) },
+      stderr: /^petstore: the metrics listener \(HOST\) cannot listen on 192\.0\.2\.1:\d+: listen EADDRNOTAVAIL/,
+      code: 1,
+    }),
+    'PUBLIC_BASE_URL with credentials': () => ({
+      env: { PUBLIC_BASE_URL: 'https://deploy:hunter2@api.example.com' },
+      stderr: 'petstore: invalid configuration: PUBLIC_BASE_URL must not hold credentials (user:password@): every client is sent it, got "https://***@api.example.com"\n',
+      code: 1,
+    }),
+    'GETPET_DEPRECATED_AT after the sunset': () => ({
+      env: { GETPET_DEPRECATED_AT: '2031-01-01T00:00:00Z' },
+      stderr:
+        'petstore: invalid configuration: GETPET_DEPRECATED_AT must not be later than the sunset of getPet, 2030-12-05T00:00:00.000Z (fixed by the specification), got "2031-01-01T00:00:00Z"\n',
+      code: 1,
+    }),
+    'PostgreSQL, a wrong password': () => {
+      const { url, shown } = postgresUrl((changed) => (changed.password = 'hunter2'))
+      return {
+        env: { DATABASE_URL: url },
+        stderr: new RegExp(`^petstore: invalid configuration: DATABASE_URL names ${escaped(shown)}, whose server refuses the connection: password authentication failed for user "${escaped(decodeURIComponent(postgres?.username ?? ''))}"\\n$`),
+        code: 1,
+      }
+    },
+    'PostgreSQL, a database that does not exist': () => {
+      const { url, shown } = postgresUrl((changed) => (changed.pathname = '/petstore_no_such_database'))
+      return {
+        env: { DATABASE_URL: url },
+        stderr: new RegExp(`^petstore: invalid configuration: DATABASE_URL names ${escaped(shown)}, whose server refuses the connection: database "petstore_no_such_database" does not exist\\n$`),
+        code: 1,
+      }
+    },
+  }
+
+  // Root may write any file, so a case about permissions runs as nobody (setpriv, util-linux).
+  const asAnotherUser = process.getuid?.() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] : []
+
+  for (const [name, make] of Object.entries(failures)) {
+    const skip = name.startsWith('PostgreSQL') && postgres === undefined ? 'no PostgreSQL server (PETSTORE_TEST_DATABASE_URL)' : false
+    it(`names the variable, and the file, of a start-up failure: ${name}`, { skip }, async () => {
+      const dir = trackedTempDir('petstore-cli-errors-')
+      // Open to the other user of the unprivileged cases.
+      fs.chmodSync(dir, 0o755)
+      const failure = await make(dir)
+      const env = { HOST: '127.0.0.1', PORT: String(await freePort()), METRICS_PORT: 'off', LOG_LEVEL: 'silent', ...failure.env }
+      const cwd = failure.cwd ?? dir
+      const result =
+        failure.unprivileged === true && asAnotherUser.length > 0
+          ? await runCommand(asAnotherUser[0] ?? '', [...asAnotherUser.slice(1), process.execPath, BIN, 'serve'], { cwd, env: { PATH: process.env.PATH ?? '', ...env } })
+          : await runCli(['serve'], env, cwd)
+      if (typeof failure.stderr === 'string') assert.equal(result.stderr, failure.stderr)
+      else assert.match(result.stderr, failure.stderr)
+      assert.equal(result.code, failure.code, result.stderr)
+      assert.doesNotMatch(result.stderr, /hunter2/)
+    })
+  }
 })

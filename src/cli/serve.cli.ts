@@ -1,5 +1,5 @@
 import { isWorker, parseWorkers, runPrimary } from '../cluster.js'
-import { CONFIG_NAMES, type Config, checkHostsResolve, describeVariable, loadConfig } from '../config.js'
+import { CONFIG_NAMES, type Config, checkHostsResolve, describeVariable, listenFailure, loadConfig } from '../config.js'
 import { clearTextWarning, readCertificatePair } from '../http/tls.js'
 import { createLogger } from '../logger.js'
 import { closeOnSignals, startServer, stopWithNpm, waitForPorts } from '../server.js'
@@ -14,15 +14,9 @@ Runs the HTTP service (applying pending migrations first).
 It reads these environment variables:
 ${table(CONFIG_NAMES.map((name) => ['', name, describeVariable(name)]))}`
 
-/**
- * A failure to listen on the API port, naming the variable that chose what failed: PORT for a port in
- * use or not allowed, HOST for an address this machine does not have or a name that does not resolve.
- */
+/** A failure to listen on the API port, naming PORT or HOST (see listenFailure); any other failure as it is. */
 function namingListenVariable(error: unknown, config: Config): unknown {
-  const code = (error as NodeJS.ErrnoException).code ?? ''
-  const variable = ['EADDRINUSE', 'EACCES'].includes(code) ? 'PORT' : ['EADDRNOTAVAIL', 'ENOTFOUND'].includes(code) || code.startsWith('EAI_') ? 'HOST' : undefined
-  if (variable === undefined) return error
-  return new Error(`the API listener (${variable}) cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`, { cause: error })
+  return listenFailure('API', config, { host: 'HOST', port: 'PORT' }, error as NodeJS.ErrnoException) ?? error
 }
 
 export async function serveCommand(args: string[], io: CliIo): Promise<'serving'> {

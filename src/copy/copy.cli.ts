@@ -52,7 +52,7 @@ export async function copyCommand(args: string[], io: CliIo): Promise<0 | 1> {
     return 1
   }
   // Opened, never migrated: the copy does not write to its source, which may be serving.
-  const source = await openStorage(from)
+  const source = await openStorage(from, '--from')
   try {
     await source.ping().catch((error: unknown) => {
       throw new Error(`cannot reach the database named by --from: ${(error as Error).message}`, { cause: error })

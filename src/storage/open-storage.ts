@@ -1,21 +1,31 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import { ConfigError, type DatabaseConfig } from '../config.js'
+import { ConfigError, type DatabaseConfig, withoutPassword } from '../config.js'
 import type { Storage, StorageLog } from './storage.js'
 
 /**
  * Opens the configured engine. Nothing is migrated until `migrate()`. A SQLite file is created in its
  * folder if missing, but the folder only for the unset default: `named` (DATABASE_URL unless a command
- * line option gave the URL) is blamed for a folder that does not exist. `log` hears what the operator
- * should fix while the storage runs (a pooler that drops prepared statements, a SQLite file deleted).
+ * line option gave the URL) is blamed, with the path, for a folder that does not exist or cannot be made,
+ * and for a file SQLite cannot open. `log` hears what the operator should fix while the storage runs (a
+ * pooler that drops prepared statements, a SQLite file deleted).
  */
 export async function openStorage(database: DatabaseConfig, named = 'DATABASE_URL', log?: StorageLog): Promise<Storage> {
   // Each engine's driver is loaded only when it is the configured one: memory is part of the budget.
   if (database.engine === 'sqlite') {
-    if (database.createFolder === true) fs.mkdirSync(path.dirname(database.path), { recursive: true })
-    else checkSqliteFolder(database, named)
+    if (database.createFolder === true) {
+      try {
+        fs.mkdirSync(path.dirname(database.path), { recursive: true })
+      } catch (error) {
+        throw new ConfigError(named, `${chosen(database)} whose folder cannot be created: ${(error as Error).message}`)
+      }
+    } else checkSqliteFolder(database, named)
     const { openSqliteStorage } = await import('./sqlite/sqlite-storage.js')
-    return openSqliteStorage(database.path, { named, log })
+    try {
+      return openSqliteStorage(database.path, { named, log })
+    } catch (error) {
+      throw namingDatabase(error, database, named, (cause) => hasCode(cause) && cause.code.startsWith('SQLITE_'))
+    }
   }
   const { openPostgresStorage } = await import('./postgres/postgres-storage.js')
   return openPostgresStorage({ ...database, warn: log === undefined ? undefined : (message) => log.warn(message) })
@@ -34,8 +44,8 @@ export function checkSqliteFolder(database: DatabaseConfig, named: string): void
 
 /**
  * Opens the configured engine and applies pending migrations: what every entry point does
- * first. A database that cannot be reached is reported as such, naming where its URL came from
- * (`named`, DATABASE_URL unless a command line option gave it).
+ * first. A database that cannot be reached, or refuses the connection, is reported as such, naming
+ * where its URL came from (`named`, DATABASE_URL unless a command line option gave it).
  */
 export async function openMigratedStorage(
   database: DatabaseConfig,
@@ -47,8 +57,54 @@ export async function openMigratedStorage(
     return { storage, applied: await storage.migrate() }
   } catch (error) {
     await storage.close().catch(() => {})
-    if (!storage.isUnavailable(error) && !storage.isUnavailable((error as Error).cause)) throw error
-    const reason = ((error as Error).cause as Error | undefined)?.message ?? (error as Error).message
-    throw new Error(`cannot reach the database named by ${named}: ${reason}`, { cause: error })
+    throw namingDatabase(error, database, named, (cause) => storage.isUnavailable(cause))
   }
+}
+
+/** What `named` chose, as the start of a message that goes on with `which` or `whose`. */
+function chosen(database: DatabaseConfig): string {
+  if (database.engine === 'postgres') return `names ${withoutPassword(database.url)},`
+  return database.createFolder === true ? `is unset, so the database is ${database.path},` : `names ${database.path},`
+}
+
+/** What the operator should hear of a SQLite file that cannot be used, by the code SQLite gives. */
+const SQLITE_FILE_PROBLEMS: [RegExp, (message: string) => string][] = [
+  [/^SQLITE_CANTOPEN/, (message) => `which SQLite cannot open (${message}): name a file this user can read and write, or a new one in a folder it can write`],
+  [/^SQLITE_NOTADB/, (message) => `which is not a SQLite database (${message})`],
+  [
+    /^SQLITE_READONLY/,
+    (message) => `which this user cannot write (${message}): the file and its folder, where SQLite keeps its -wal and -shm files, must be writable`,
+  ],
+]
+
+// PostgreSQL's SQLSTATE class 28 (a wrong password, a user or address its pg_hba.conf does not admit)
+// and 3D000 (no such database): the URL is wrong, and retrying will not help.
+const REFUSED_CONNECTION = /^(28|3D000)/
+
+/**
+ * `error`, met while opening or migrating `database`, naming `named` and what it chose (the file, or the
+ * URL without its password). A file SQLite cannot use and a server that refuses the connection are the
+ * configuration's to fix, so they are a ConfigError; a database that is `unavailable` may come back.
+ * Anything else is not the database's and is returned as it is.
+ */
+function namingDatabase(error: unknown, database: DatabaseConfig, named: string, unavailable: (cause: unknown) => boolean): unknown {
+  const cause = [error, (error as Error | undefined)?.cause].find(hasCode)
+  if (cause !== undefined) {
+    const problem =
+      database.engine === 'sqlite'
+        ? SQLITE_FILE_PROBLEMS.find(([code]) => code.test(cause.code))?.[1](cause.message)
+        : REFUSED_CONNECTION.test(cause.code)
+          ? `whose server refuses the connection: ${cause.message}`
+          : undefined
+    if (problem !== undefined) return new ConfigError(named, `${chosen(database)} ${problem}`)
+  }
+  if (!unavailable(error) && !unavailable((error as Error | undefined)?.cause)) return error
+  const reason = ((error as Error).cause as Error | undefined)?.message ?? (error as Error).message
+  const file = database.engine === 'sqlite' ? ` (${database.path})` : ''
+  return new Error(`cannot reach the database named by ${named}${file}: ${reason}`, { cause: error })
+}
+
+/** An error with a code of its driver (`SQLITE_…`, a SQLSTATE) or of the system. */
+function hasCode(value: unknown): value is Error & { code: string } {
+  return value instanceof Error && typeof (value as { code?: unknown }).code === 'string'
 }

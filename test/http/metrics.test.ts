@@ -49,9 +49,9 @@ const NO_LIMITS = { RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_FAILED_AUTH_PER_IP: '0' 
 
 describe('metrics configuration', () => {
   it('listens on 9464 at HOST unless told otherwise', () => {
-    assert.deepEqual(loadConfig({}).metrics, { port: 9464, host: '0.0.0.0', chosen: false })
-    assert.deepEqual(loadConfig({ HOST: '127.0.0.1' }).metrics, { port: 9464, host: '127.0.0.1', chosen: false })
-    assert.deepEqual(loadConfig({ METRICS_PORT: '9100', METRICS_HOST: '10.0.0.5' }).metrics, { port: 9100, host: '10.0.0.5', chosen: true })
+    assert.deepEqual(loadConfig({}).metrics, { port: 9464, host: '0.0.0.0', chosen: false, hostVariable: 'HOST' })
+    assert.deepEqual(loadConfig({ HOST: '127.0.0.1' }).metrics, { port: 9464, host: '127.0.0.1', chosen: false, hostVariable: 'HOST' })
+    assert.deepEqual(loadConfig({ METRICS_PORT: '9100', METRICS_HOST: '10.0.0.5' }).metrics, { port: 9100, host: '10.0.0.5', chosen: true, hostVariable: 'METRICS_HOST' })
     assert.equal(loadConfig({ METRICS_PORT: '9464' }).metrics?.chosen, true)
   })
 
