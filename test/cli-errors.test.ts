@@ -196,6 +196,19 @@ describe('petstore serve, naming the variable of each start-up failure', () => {
         code: 1,
       }
     },
+    'a damaged SQLite file': async (dir) => {
+      const file = path.join(dir, 'petstore.db')
+      await runCli(['migrate'], { DATABASE_URL: `sqlite://${file}` }, dir, { rejectOnFailure: true })
+      // The end of the first page holds the schema's rows.
+      const fd = fs.openSync(file, 'r+')
+      fs.writeSync(fd, Buffer.alloc(60, 'x'), 0, 60, 4096 - 60)
+      fs.closeSync(fd)
+      return {
+        env: { DATABASE_URL: `sqlite://${file}` },
+        stderr: new RegExp(`^petstore: invalid configuration: DATABASE_URL names ${escaped(file)}, which is damaged \\(malformed database schema .*\\): restore it from a backup\\n$`),
+        code: 1,
+      }
+    },
     'a SQLite database this user cannot write': async (dir) => {
       const folder = path.join(dir, 'data')
       fs.mkdirSync(folder)

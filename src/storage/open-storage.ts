@@ -71,6 +71,7 @@ function chosen(database: DatabaseConfig): string {
 const SQLITE_FILE_PROBLEMS: [RegExp, (message: string) => string][] = [
   [/^SQLITE_CANTOPEN/, (message) => `which SQLite cannot open (${message}): name a file this user can read and write, or a new one in a folder it can write`],
   [/^SQLITE_NOTADB/, (message) => `which is not a SQLite database (${message})`],
+  [/^SQLITE_CORRUPT/, (message) => `which is damaged (${message}): restore it from a backup`],
   [
     /^SQLITE_READONLY/,
     (message) => `which this user cannot write (${message}): the file and its folder, where SQLite keeps its -wal and -shm files, must be writable`,
@@ -83,7 +84,7 @@ const REFUSED_CONNECTION = /^(28|3D000)/
 
 /**
  * `error`, met while opening or migrating `database`, naming `named` and what it chose (the file, or the
- * URL without its password). A file SQLite cannot use and a server that refuses the connection are the
+ * URL without its user and password). A file SQLite cannot use and a server that refuses the connection are the
  * configuration's to fix, so they are a ConfigError; a database that is `unavailable` may come back.
  * Anything else is not the database's and is returned as it is.
  */
