@@ -100,24 +100,23 @@ const PORT_RETRY_MS = 100
  * Waits until the API port and the metrics port can be listened on, for as long as an instance of the
  * same configuration may take to release them: a replacement started while its predecessor drains
  * (a supervisor's restart, a deploy script) then takes over instead of failing on EADDRINUSE. A port
- * still in use after that is left to fail at listen, naming its variable.
+ * still in use after that is left to fail at listen, naming its variable. The default metrics port is
+ * waited for only behind a predecessor (the API port was in use): taken while the API port is free, it
+ * is another instance's on this host, and the service goes without /metrics at once.
  */
 export async function waitForPorts(config: Config, logger: Logger): Promise<void> {
   const waitMs = config.shutdownDrainMs + config.shutdownTimeoutMs + DEADLINE_GRACE_MS
-  const ports = [
-    { variable: 'PORT', host: config.host, port: config.port },
-    ...(config.metrics === undefined ? [] : [{ variable: 'METRICS_PORT', host: config.metrics.host, port: config.metrics.port }]),
-  ].filter(({ port }) => port !== 0)
   const deadline = performance.now() + waitMs
-  for (const { variable, host, port } of ports) {
-    let waited = false
-    while ((await portInUse(host, port)) && performance.now() < deadline) {
-      if (!waited) logger.warn({ variable, host, port }, `${variable} ${port} is in use: waiting up to ${waitMs} ms for it, as for a previous instance shutting down`)
-      waited = true
-      await sleep(PORT_RETRY_MS)
-    }
-    if (waited) logger.info({ variable, host, port }, `${variable} ${port} waited for`)
+  const waitFor = async (variable: string, host: string, port: number): Promise<boolean> => {
+    if (port === 0 || !(await portInUse(host, port))) return false
+    logger.warn({ variable, host, port }, `${variable} ${port} is in use: waiting up to ${waitMs} ms for it, as for a previous instance shutting down`)
+    while (performance.now() < deadline && (await portInUse(host, port))) await sleep(PORT_RETRY_MS)
+    logger.info({ variable, host, port }, `${variable} ${port} waited for`)
+    return true
   }
+  const predecessor = await waitFor('PORT', config.host, config.port)
+  const { metrics } = config
+  if (metrics !== undefined && (metrics.chosen || predecessor)) await waitFor('METRICS_PORT', metrics.host, metrics.port)
 }
 
 /** Whether listening on `host:port` now fails with EADDRINUSE; any other failure is left to the real listen. */
