@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict'
-import { execFileSync, spawnSync } from 'node:child_process'
-import { X509Certificate } from 'node:crypto'
 import { once } from 'node:events'
 import fs from 'node:fs'
 import https from 'node:https'
-import net from 'node:net'
+import type net from 'node:net'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -14,6 +12,7 @@ import { loadConfig } from '../../src/config.js'
 import pino from 'pino'
 import { createHttpServer } from '../../src/http/http-protocol.js'
 import { STRICT_TRANSPORT_SECURITY, clearTextWarning, readCertificatePair, reloadCertificates } from '../../src/http/tls.js'
+import { type Certificate, HALF_CLIENT_HELLO, makeCertificate, opensslSkip, servedFingerprint, stalledHandshake } from '../certificates.js'
 import { cleanupProcesses, freePort, runCli, trackedTempDir, within } from '../processes.js'
 
 // HTTPS served by the service itself (TLS_CERT_FILE, TLS_KEY_FILE), over real TLS connections, with
@@ -21,33 +20,6 @@ import { cleanupProcesses, freePort, runCli, trackedTempDir, within } from '../p
 // these run on SQLite only.
 
 after(cleanupProcesses)
-
-/** Why these tests cannot run here, or false. */
-const opensslSkip = spawnSync('openssl', ['version']).error === undefined ? false : 'the openssl command is not installed: it makes the test certificates'
-
-/** A self-signed certificate for localhost and 127.0.0.1, and its key, as PEM files in `dir`. */
-interface Certificate {
-  certFile: string
-  keyFile: string
-  pem: Buffer
-  fingerprint: string
-}
-
-function makeCertificate(dir: string, name: string): Certificate {
-  const certFile = path.join(dir, `${name}-cert.pem`)
-  const keyFile = path.join(dir, `${name}-key.pem`)
-  execFileSync(
-    'openssl',
-    [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
-      '-subj', `/CN=${name}`, '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-keyout', keyFile, '-out', certFile,
-    ],
-    { stdio: 'ignore' },
-  )
-  const pem = fs.readFileSync(certFile)
-  return { certFile, keyFile, pem, fingerprint: new X509Certificate(pem).fingerprint256 }
-}
 
 /**
  * The layout certbot keeps: `live/cert.pem` and `live/key.pem` are symbolic links into an archive, and a
@@ -77,18 +49,6 @@ interface TlsServer extends NodeProcess {
   port: number
   metricsPort: number
   log(): string[]
-}
-
-/** The fingerprint of the certificate a new TLS connection to `port` is given, without session resumption. */
-function servedFingerprint(port: number, ca: Buffer[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = tls.connect({ host: '127.0.0.1', port, servername: 'localhost', ca }, () => {
-      const { fingerprint256 } = socket.getPeerCertificate()
-      socket.end()
-      resolve(fingerprint256)
-    })
-    socket.once('error', reject)
-  })
 }
 
 interface Answer {
@@ -203,19 +163,6 @@ function logLines(server: TlsServer, message: string): Record<string, unknown>[]
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as Record<string, unknown>)
     .filter((line) => line.msg === message)
-}
-
-/** The start of a ClientHello: a record header announcing 200 bytes, and 6 of them. */
-const HALF_CLIENT_HELLO = Buffer.from('16030100c8010000c40303', 'hex')
-
-/** A TCP connection to `port` that sends `bytes` and nothing more, as a client stalled in its TLS handshake would. */
-async function stalledHandshake(port: number, bytes: Buffer): Promise<{ socket: net.Socket; closed: Promise<void> }> {
-  const socket = net.connect(port, '127.0.0.1')
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
-  socket.on('error', () => {})
-  await once(socket, 'connect')
-  socket.write(bytes)
-  return { socket, closed }
 }
 
 describe('TLS served by the service', { skip: opensslSkip }, () => {
