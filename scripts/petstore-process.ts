@@ -6,6 +6,8 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import fs from 'node:fs'
+import http from 'node:http'
+import https from 'node:https'
 import net from 'node:net'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -111,14 +113,25 @@ export function spawnNode(name: string, args: string[], options: SpawnOptions): 
   return started
 }
 
+/** The status `url` answers a GET with, over HTTPS trusting `ca` for an https URL; rejects after `timeoutMs`. */
+function statusOf(url: string, { headers, ca, timeoutMs }: { headers: Record<string, string>; ca?: readonly Buffer[]; timeoutMs: number }): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const sent = (url.startsWith('https:') ? https : http).get(url, { headers, ca: ca === undefined ? undefined : [...ca], agent: false }, (response) => {
+      response.resume().once('end', () => resolve(response.statusCode ?? 0))
+    })
+    sent.once('error', reject)
+    sent.setTimeout(timeoutMs, () => sent.destroy(new Error(`no answer within ${timeoutMs} ms`)))
+  })
+}
+
 /**
- * Polls `url` until it answers 200; fails early, with the process's output, if it exits, and after
- * `timeoutMs`.
+ * Polls `url` until it answers 200 (an https URL trusting `ca`); fails early, with the process's output,
+ * if it exits, and after `timeoutMs`.
  */
 export async function waitUntilReady(
   started: NodeProcess,
   url: string,
-  { headers = {}, timeoutMs = 10_000 }: { headers?: Record<string, string>; timeoutMs?: number } = {},
+  { headers = {}, ca, timeoutMs = 10_000 }: { headers?: Record<string, string>; ca?: readonly Buffer[]; timeoutMs?: number } = {},
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
@@ -126,9 +139,7 @@ export async function waitUntilReady(
       throw new Error(`${started.name} exited before answering ${new URL(url).pathname}:\n${started.output()}`)
     }
     try {
-      const response = await fetch(url, { headers, signal: AbortSignal.timeout(1_000) })
-      await response.arrayBuffer()
-      if (response.status === 200) return
+      if ((await statusOf(url, { headers, ca, timeoutMs: 1_000 })) === 200) return
     } catch {
       // Not listening yet.
     }
@@ -151,11 +162,16 @@ export interface StartOptions {
   metrics?: boolean
   logPath?: string
   detached?: boolean
+  /** Serving HTTPS (TLS_CERT_FILE and TLS_KEY_FILE in `env`): the certificates its certificate chains to. */
+  ca?: readonly Buffer[]
   /** How long /healthz may take to answer 200. */
   timeoutMs?: number
 }
 
-/** `petstore serve` on a free port of 127.0.0.1; resolves once GET /healthz answers 200, else SIGKILLs it. */
+/**
+ * `petstore serve` on a free port of 127.0.0.1, over HTTPS when given `ca`; resolves once GET /healthz
+ * answers 200, else SIGKILLs it.
+ */
 export async function startPetstore(options: StartOptions): Promise<PetstoreProcess> {
   const [port = 0, metricsPort] = await freePorts(options.metrics === true ? 2 : 1)
   const env: Record<string, string> = { HOST: '127.0.0.1', PORT: String(port), ...options.env }
@@ -166,9 +182,10 @@ export async function startPetstore(options: StartOptions): Promise<PetstoreProc
     logPath: options.logPath,
     detached: options.detached,
   })
-  const server: PetstoreProcess = Object.assign(started, { port, baseUrl: `http://127.0.0.1:${port}` })
+  const scheme = options.ca === undefined ? 'http' : 'https'
+  const server: PetstoreProcess = Object.assign(started, { port, baseUrl: `${scheme}://127.0.0.1:${port}` })
   try {
-    await waitUntilReady(server, `${server.baseUrl}/healthz`, { timeoutMs: options.timeoutMs })
+    await waitUntilReady(server, `${server.baseUrl}/healthz`, { ca: options.ca, timeoutMs: options.timeoutMs })
   } catch (error) {
     server.child.kill('SIGKILL')
     throw error

@@ -53,13 +53,14 @@ export function cleanupProcesses(): void {
  * Its environment is PATH, HOST, PORT, LOG_LEVEL=warn, SHUTDOWN_TIMEOUT_MS=5000, METRICS_PORT=off (servers
  * running at once would all claim the default metrics port) and OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0 (a busy
  * machine must not turn the answers a test expects into 503 overloaded), each overridden by `env`.
- * `nodeArgs` go to Node itself, before the script.
+ * `nodeArgs` go to Node itself, before the script; `detached` gives it a process group of its own; with
+ * `ca`, it serves HTTPS (TLS_CERT_FILE and TLS_KEY_FILE in `env`) with a certificate chaining to one of them.
  */
 export async function startServer(
   env: Record<string, string>,
   dir: string,
   args: string[] = [],
-  { nodeArgs = [] }: { nodeArgs?: string[] } = {},
+  { nodeArgs = [], detached, ca }: { nodeArgs?: string[]; detached?: boolean; ca?: readonly Buffer[] } = {},
 ): Promise<ServerProcess> {
   const server = await startPetstore({
     cwd: dir,
@@ -73,6 +74,8 @@ export async function startServer(
     },
     args,
     nodeArgs,
+    detached,
+    ca,
     // Starting is not what these tests assert: on a machine busy with other work, migrations and
     // --workers forks have taken over 10 s.
     timeoutMs: 30_000,
