@@ -162,7 +162,7 @@ export const CONFIG_VARIABLES = {
   PETSTORE_ENV: { describe: 'Keys are `ps_live_…` in production, `ps_test_…` in staging', values: ENVIRONMENTS, default: 'production' },
   PUBLIC_BASE_URL: {
     describe: 'Public origin of this deployment, e.g. https://api.example.com, without credentials (it is sent to every client)',
-    unset: 'Default http://localhost:PORT',
+    unset: 'Default http://localhost:PORT, https://localhost:PORT with TLS_CERT_FILE',
   },
   PRODUCTION_BASE_URL: {
     describe: 'Origin of production, listed in the OpenAPI servers, without credentials',
@@ -319,7 +319,9 @@ type Env = Readonly<Record<string, string | undefined>>
 export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
   const port = integerVar(env, 'PORT')
   const environment = oneOf(env, 'PETSTORE_ENV')
-  const publicBaseUrl = originVar(env, 'PUBLIC_BASE_URL') ?? `http://localhost:${port}`
+  const tls = tlsVar(env, cwd)
+  // Location and Link must name the scheme the API port speaks.
+  const publicBaseUrl = originVar(env, 'PUBLIC_BASE_URL') ?? `${tls === undefined ? 'http' : 'https'}://localhost:${port}`
   const servers: Partial<Record<Environment, string>> = {}
   const production = originVar(env, 'PRODUCTION_BASE_URL') ?? (environment === 'production' ? publicBaseUrl : undefined)
   const staging = originVar(env, 'STAGING_BASE_URL') ?? (environment === 'staging' ? publicBaseUrl : undefined)
@@ -356,7 +358,7 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
       maxHeapUsedMb: maxHeapUsedMb === undefined ? undefined : integer('OVERLOAD_MAX_HEAP_MB', maxHeapUsedMb),
     }),
     tracing: tracingVar(env),
-    tls: tlsVar(env, cwd),
+    tls,
   })
 }
 

@@ -360,6 +360,14 @@ describe('every variable, checked the same way whichever the engine', () => {
     })
   }
 
+  it('defaults PUBLIC_BASE_URL to the scheme the API port speaks: https with a TLS pair, http without', () => {
+    const pair = { TLS_CERT_FILE: '/etc/petstore/cert.pem', TLS_KEY_FILE: '/etc/petstore/key.pem' }
+    assert.equal(loadConfig({ ...pair, PORT: '8443' }, '/').publicBaseUrl, 'https://localhost:8443')
+    assert.deepEqual(loadConfig({ ...pair, PORT: '8443' }, '/').servers, { production: 'https://localhost:8443' })
+    assert.equal(loadConfig({ PORT: '8443' }, '/').publicBaseUrl, 'http://localhost:8443')
+    assert.equal(loadConfig({ ...pair, PUBLIC_BASE_URL: 'https://api.example.com' }, '/').publicBaseUrl, 'https://api.example.com')
+  })
+
   it('refuses half a TLS pair, naming the file that is missing', () => {
     assert.throws(() => loadConfig({ TLS_CERT_FILE: '/etc/petstore/cert.pem' }, '/'), (error: unknown) => error instanceof ConfigError && error.variable === 'TLS_KEY_FILE')
     assert.throws(() => loadConfig({ TLS_KEY_FILE: '/etc/petstore/key.pem' }, '/'), (error: unknown) => error instanceof ConfigError && error.variable === 'TLS_CERT_FILE')
