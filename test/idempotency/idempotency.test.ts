@@ -67,23 +67,11 @@ async function insertInProgressRecord(
   fingerprint: string,
   createdAt: number,
 ): Promise<void> {
-  const values = [scope, key, fingerprint, randomUUID(), createdAt]
-  if (database.engine === 'sqlite') {
-    const db = new Sqlite(database.path)
-    try {
-      db.prepare('INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, attempt_id, created_at) VALUES (?, ?, ?, ?, ?)').run(...values)
-    } finally {
-      db.close()
-    }
-    return
-  }
-  const client = new pg.Client({ connectionString: database.url })
-  await client.connect()
-  try {
-    await client.query('INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, attempt_id, created_at) VALUES ($1, $2, $3, $4, $5)', values)
-  } finally {
-    await client.end()
-  }
+  await execute(
+    database,
+    'INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, attempt_id, created_at) VALUES ($1, $2, $3, $4, $5)',
+    [scope, key, fingerprint, randomUUID(), createdAt],
+  )
 }
 
 /** A failure the engine itself raises when its storage is full or gone: the client gets 503. */
@@ -135,12 +123,12 @@ async function rotate(testApp: TestApp, secret: string): Promise<string> {
   return rotated.secret
 }
 
-/** Runs `statement` (with the key's id as its one parameter) as an older release, which knows no lineage, would. */
-async function asOlderRelease(database: Config['database'], statement: string, id: string): Promise<void> {
+/** Runs `statement` with the engine's own client: PostgreSQL's `$n` parameters, `?` for SQLite. */
+async function execute(database: Config['database'], statement: string, values: unknown[]): Promise<void> {
   if (database.engine === 'sqlite') {
     const db = new Sqlite(database.path)
     try {
-      db.prepare(statement.replace('$1', '?')).run(id)
+      db.prepare(statement.replace(/\$\d+/g, '?')).run(...values)
     } finally {
       db.close()
     }
@@ -149,7 +137,7 @@ async function asOlderRelease(database: Config['database'], statement: string, i
   const client = new pg.Client({ connectionString: database.url })
   await client.connect()
   try {
-    await client.query(statement, [id])
+    await client.query(statement, values)
   } finally {
     await client.end()
   }
@@ -326,7 +314,8 @@ for (const engine of ENGINES) {
 
     it('passes on the Idempotency-Keys of a key an older release inserted during an upgrade, without a lineage', async () => {
       const first = await fx.testApp.createKey({ name: 'older release' })
-      await asOlderRelease(fx.testApp.config.database, 'UPDATE api_keys SET lineage = NULL WHERE id = $1', await apiKeyIdOf(fx.testApp, first))
+      // As an older release, which knows no lineage, would leave the key.
+      await execute(fx.testApp.config.database, 'UPDATE api_keys SET lineage = NULL WHERE id = $1', [await apiKeyIdOf(fx.testApp, first)])
       const body = '{"name":"Older release","categoryId":1}'
       const created = await postWithKey(fx.testApp, first, 'older-1', body)
       assert.equal(created.statusCode, 201, created.body)
