@@ -9,7 +9,7 @@ import { openStorage } from '../../src/storage/open-storage.js'
 export const REX = { name: 'Rex', categoryId: 1n }
 
 /** A migrated database at `file` holding one pet per name, closed again. */
-export async function databaseWith(file: string, names: string[]): Promise<void> {
+async function databaseWith(file: string, names: string[]): Promise<void> {
   const storage = await openStorage({ engine: 'sqlite', path: file })
   await storage.migrate()
   for (const name of names) await storage.pets.create({ name, categoryId: 1n }, 0)
@@ -27,7 +27,7 @@ export async function petNames(file: string): Promise<string[]> {
 }
 
 /** Nothing of the database that was at `file` is left in a WAL there, to be replayed into the next one. */
-export function assertNoWalAt(file: string): void {
+function assertNoWalAt(file: string): void {
   const wal = `${file}-wal`
   assert.ok(!fs.existsSync(wal) || fs.statSync(wal).size === 0, `${wal} still holds frames`)
 }
