@@ -50,7 +50,8 @@ function readingRequests(server: Server): Set<unknown> {
     list
       .all()
       .map((entry) => entry.socket)
-      .filter((socket) => !idle.has(socket)),
+      // Node 24 lists a connection that has read nothing yet as in a request; Node 26 as idle.
+      .filter((socket) => !idle.has(socket) && socket instanceof net.Socket && socket.bytesRead > 0),
   )
 }
 
