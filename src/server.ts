@@ -68,6 +68,7 @@ export async function startServer(
     throw error
   }
   const reloading = config.tls === undefined || certificates === undefined ? undefined : reloadCertificates(app.server, config.tls, certificates, logger)
+  if (reloading !== undefined) metrics.watchCertificate(() => reloading.serving().notAfter)
   return {
     app,
     async close() {

@@ -15,6 +15,11 @@ export interface Metrics {
   readonly countOverloaded: CountOverloaded
   /** Exports the pool figures of `stats`, read at each scrape. Call it once. */
   watchPool(stats: () => PoolStats): void
+  /**
+   * Exports when the certificate the API port serves expires, `notAfter()` read at each scrape. Call it
+   * once, and only when serving TLS: without it the metric is absent, not 0, which would read as expired.
+   */
+  watchCertificate(notAfter: () => Date): void
 }
 
 type CountRequest = (method: string, route: string, status: number, seconds: number) => void
@@ -113,6 +118,7 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
   const overloadSeries = { 'event-loop-delay': overloadRejections.labels('event-loop-delay'), heap: overloadRejections.labels('heap') }
   for (const series of Object.values(overloadSeries)) series.inc(0)
   let watchingPool = false
+  let watchingCertificate = false
 
   return {
     registry,
@@ -147,6 +153,21 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
         registers: [registry],
         collect() {
           this.set(stats().max)
+        },
+      })
+    },
+    watchCertificate(notAfter) {
+      if (watchingCertificate) throw new Error('watchCertificate: this registry already watches a certificate')
+      watchingCertificate = true
+      new Gauge({
+        name: 'petstore_tls_certificate_not_after_timestamp_seconds',
+        help: 'When the TLS certificate the API port serves to new connections expires (its notAfter), in Unix seconds.',
+        registers: [registry],
+        // Summed over --workers, timestamps would mean nothing. The earliest is the one to renew: a worker
+        // still serving an older certificate keeps its expiry in view until every worker has reloaded.
+        aggregator: 'min',
+        collect() {
+          this.set(notAfter().getTime() / 1000)
         },
       })
     },

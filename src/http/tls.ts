@@ -23,12 +23,16 @@ export const STRICT_TRANSPORT_SECURITY = 'max-age=63072000'
 
 type TlsFiles = NonNullable<Config['tls']>
 
-/** A certificate and its key, as served; `fingerprint` (SHA-256) and `validTo` identify it in logs. */
+/**
+ * A certificate and its key, as served; `fingerprint` (SHA-256) and `validTo` identify it in logs,
+ * `notAfter` is `validTo` for the expiry metric.
+ */
 export interface CertificatePair {
   readonly cert: Buffer
   readonly key: Buffer
   readonly fingerprint: string
   readonly validTo: string
+  readonly notAfter: Date
 }
 
 function readPem(variable: 'TLS_CERT_FILE' | 'TLS_KEY_FILE', file: string): Buffer {
@@ -62,7 +66,7 @@ export function readCertificatePair(files: TlsFiles): CertificatePair {
   if (!certificate.checkPrivateKey(privateKey)) {
     throw new ConfigError('TLS_KEY_FILE', `names ${files.keyFile}, which is not the key of the certificate in ${files.certFile}`)
   }
-  return { cert, key, fingerprint: certificate.fingerprint256, validTo: certificate.validTo }
+  return { cert, key, fingerprint: certificate.fingerprint256, validTo: certificate.validTo, notAfter: certificate.validToDate }
 }
 
 /**
@@ -102,14 +106,14 @@ const POLL_MS = 1_000
  * file, a swapped link (certbot's `live/`, Kubernetes' `..data`) and a folder replaced or removed and made
  * again are all seen. A pair that cannot be read, or does not match, keeps the one in use and is logged as
  * an error; an unchanged pair is not reloaded, and is logged as such when SIGHUP asked for it or after an
- * error.
+ * error. `serving()` gives the pair new connections get.
  */
 export function reloadCertificates(
   server: Server,
   files: TlsFiles,
   serving: CertificatePair,
   logger: FastifyBaseLogger,
-): { close(): void } {
+): { serving(): CertificatePair; close(): void } {
   let current = serving
   let failing = false
   const reload = (reason: string) => {
@@ -146,6 +150,7 @@ export function reloadCertificates(
   // A renewal between the first read and the first look would otherwise go unseen until the next one.
   reload('files changed while starting')
   return {
+    serving: () => current,
     close() {
       clearTimeout(timer)
       for (const file of paths) fs.unwatchFile(file, settle)

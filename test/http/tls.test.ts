@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
 import fs from 'node:fs'
 import https from 'node:https'
@@ -11,6 +12,7 @@ import { BIN, type NodeProcess, spawnNode } from '../../scripts/petstore-process
 import { loadConfig } from '../../src/config.js'
 import pino from 'pino'
 import { createHttpServer } from '../../src/http/http-protocol.js'
+import { createMetrics } from '../../src/http/metrics.js'
 import { STRICT_TRANSPORT_SECURITY, clearTextWarning, readCertificatePair, reloadCertificates } from '../../src/http/tls.js'
 import { type Certificate, HALF_CLIENT_HELLO, makeCertificate, opensslSkip, servedFingerprint, stalledHandshake } from '../certificates.js'
 import { cleanupProcesses, freePort, runCli, trackedTempDir, within } from '../processes.js'
@@ -146,6 +148,20 @@ async function stop(server: TlsServer): Promise<void> {
   assert.equal(server.exit?.code, 0, server.output())
 }
 
+/**
+ * Waits until both workers of `--workers 2` serve, before the files change: one still starting would read
+ * the new files itself.
+ */
+async function untilBothWorkersListen(server: TlsServer): Promise<void> {
+  await within(
+    (async () => {
+      while (logLines(server, `Server listening at https://127.0.0.1:${server.port}`).length < 2) await sleep(50)
+    })(),
+    30_000,
+    () => `not both workers listen:\n${server.output()}`,
+  )
+}
+
 /** Polls new connections until one is given `fingerprint`. */
 async function untilServed(port: number, ca: Buffer[], fingerprint: string, what: string): Promise<void> {
   await within(
@@ -155,6 +171,25 @@ async function untilServed(port: number, ca: Buffer[], fingerprint: string, what
     20_000,
     () => what,
   )
+}
+
+/** The certificate's notAfter in Unix seconds, as openssl reads it. */
+function notAfterOf(certificate: Certificate): number {
+  const line = execFileSync('openssl', ['x509', '-enddate', '-noout', '-in', certificate.certFile], { encoding: 'utf8' })
+  return Date.parse(line.trim().replace(/^notAfter=/, '')) / 1000
+}
+
+/**
+ * Returns once the clock is in a new second. notAfter counts whole seconds, so a certificate made before
+ * and one made after expire in different seconds, as a renewal does.
+ */
+async function nextSecond(): Promise<void> {
+  await sleep(1_000 - (Date.now() % 1_000) + 5)
+}
+
+/** The values of the expiry metric in an exposition: none, or one per series. */
+function exportedNotAfter(exposition: string): number[] {
+  return [...exposition.matchAll(/^petstore_tls_certificate_not_after_timestamp_seconds (\S+)$/gm)].map((match) => Number(match[1]))
 }
 
 function logLines(server: TlsServer, message: string): Record<string, unknown>[] {
@@ -258,14 +293,7 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
     const live = liveFolder(dir, first)
     const server = await startTlsServer(dir, live, ca, { args: ['--workers', '2'] })
     try {
-      // Both workers serve before the files change: one still starting would read the new files itself.
-      await within(
-        (async () => {
-          while (logLines(server, `Server listening at https://127.0.0.1:${server.port}`).length < 2) await sleep(50)
-        })(),
-        30_000,
-        () => `not both workers listen:\n${server.output()}`,
-      )
+      await untilBothWorkersListen(server)
       fs.copyFileSync(second.certFile, first.certFile)
       fs.copyFileSync(second.keyFile, first.keyFile)
       server.child.kill('SIGHUP')
@@ -285,6 +313,32 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
       for (let i = 0; i < 10; i++) assert.equal(await servedFingerprint(server.port, ca), second.fingerprint)
       assert.equal(server.exit, undefined, 'SIGHUP does not stop the service')
       assert.equal((await get(server.port, '/healthz', { ca })).status, 200)
+    } finally {
+      await stop(server)
+    }
+  })
+
+  it('exports the notAfter of the served certificate once, not summed over --workers, and the renewed one after a renewal', { timeout: 120_000 }, async () => {
+    const dir = trackedTempDir('petstore-tls-')
+    const first = makeCertificate(dir, 'first')
+    await nextSecond()
+    const second = makeCertificate(dir, 'second')
+    const live = liveFolder(dir, first)
+    const server = await startTlsServer(dir, live, [first.pem, second.pem], { args: ['--workers', '2'] })
+    const scraped = async () => exportedNotAfter(await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text())
+    try {
+      await untilBothWorkersListen(server)
+      assert.deepEqual(await scraped(), [notAfterOf(first)])
+      live.renew(second)
+      await within(
+        (async () => {
+          while (logLines(server, 'TLS certificate reloaded').length < 2) await sleep(50)
+        })(),
+        20_000,
+        () => `not both workers reloaded:\n${server.output()}`,
+      )
+      assert.deepEqual(await scraped(), [notAfterOf(second)])
+      assert.notEqual(notAfterOf(second), notAfterOf(first))
     } finally {
       await stop(server)
     }
@@ -382,6 +436,8 @@ interface Reloading {
   /** Every certificate the test may renew to, for clients that must accept any. */
   ca: Buffer[]
   logged(message: string): Record<string, unknown>[]
+  /** The notAfter of the pair new connections get. */
+  notAfter(): Date
   close(): void
 }
 
@@ -397,6 +453,7 @@ async function startReloading(files: { certFile: string; keyFile: string }, ca: 
     port: (server.address() as net.AddressInfo).port,
     ca,
     logged: (message) => lines.filter((line) => line.msg === message),
+    notAfter: () => reloading.serving().notAfter,
     close() {
       reloading.close()
       server.closeAllConnections()
@@ -537,6 +594,30 @@ describe('certificate renewal as tools do it', { skip: opensslSkip }, () => {
       assert.deepEqual([unchanged?.level, unchanged?.reason, unchanged?.fingerprint], [30, 'SIGHUP', first.fingerprint])
       assert.equal(await servedFingerprint(server.port, [first.pem]), first.fingerprint)
       assert.deepEqual(server.logged('TLS certificate reloaded'), [])
+    } finally {
+      server.close()
+    }
+  })
+})
+
+describe('the certificate expiry metric', { skip: opensslSkip }, () => {
+  it('is absent without a certificate, then the notAfter of the one served, and the renewed one after a renewal', async () => {
+    const metrics = createMetrics({ processMetrics: false })
+    assert.deepEqual(exportedNotAfter(await metrics.registry.metrics()), [])
+    const dir = trackedTempDir('petstore-tls-')
+    const first = makeCertificate(dir, 'first')
+    await nextSecond()
+    const second = makeCertificate(dir, 'second')
+    const folder = path.join(dir, 'tls')
+    fs.mkdirSync(folder)
+    const server = await startReloading(writePair(folder, first), [first.pem, second.pem])
+    try {
+      metrics.watchCertificate(() => server.notAfter())
+      assert.deepEqual(exportedNotAfter(await metrics.registry.metrics()), [notAfterOf(first)])
+      writePair(folder, second)
+      await untilLogged(server, 'TLS certificate reloaded', 1)
+      assert.deepEqual(exportedNotAfter(await metrics.registry.metrics()), [notAfterOf(second)])
+      assert.notEqual(notAfterOf(second), notAfterOf(first))
     } finally {
       server.close()
     }
