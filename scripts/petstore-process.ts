@@ -150,8 +150,10 @@ export async function waitUntilReady(
 
 export interface StartOptions {
   cwd: string
-  /** The environment beyond HOST and PORT (127.0.0.1 and a free port), which it may override. */
+  /** The environment beyond HOST and PORT (127.0.0.1 and `port`), which it may override. */
   env: Record<string, string>
+  /** The API port: a free one unless told, such as a predecessor's that a replacement takes over. */
+  port?: number
   /** After `serve`. */
   args?: string[]
   /** To Node itself, before the script. */
@@ -169,11 +171,13 @@ export interface StartOptions {
 }
 
 /**
- * `petstore serve` on a free port of 127.0.0.1, over HTTPS when given `ca`; resolves once GET /healthz
- * answers 200, else SIGKILLs it.
+ * `petstore serve` on a free port of 127.0.0.1 (or `port`), over HTTPS when given `ca`; resolves once GET
+ * /healthz answers 200, else SIGKILLs it.
  */
 export async function startPetstore(options: StartOptions): Promise<PetstoreProcess> {
-  const [port = 0, metricsPort] = await freePorts(options.metrics === true ? 2 : 1)
+  const free = await freePorts((options.port === undefined ? 1 : 0) + (options.metrics === true ? 1 : 0))
+  const port = options.port ?? free.shift() ?? 0
+  const metricsPort = free.shift()
   const env: Record<string, string> = { HOST: '127.0.0.1', PORT: String(port), ...options.env }
   if (metricsPort !== undefined) env.METRICS_PORT = String(metricsPort)
   const started = spawnNode('petstore serve', [...(options.nodeArgs ?? []), options.bin ?? BIN, 'serve', ...(options.args ?? [])], {

@@ -54,13 +54,14 @@ export function cleanupProcesses(): void {
  * running at once would all claim the default metrics port) and OVERLOAD_MAX_EVENT_LOOP_DELAY_MS=0 (a busy
  * machine must not turn the answers a test expects into 503 overloaded), each overridden by `env`.
  * `nodeArgs` go to Node itself, before the script; `detached` gives it a process group of its own; with
- * `ca`, it serves HTTPS (TLS_CERT_FILE and TLS_KEY_FILE in `env`) with a certificate chaining to one of them.
+ * `ca`, it serves HTTPS (TLS_CERT_FILE and TLS_KEY_FILE in `env`) with a certificate chaining to one of them;
+ * `port` is the API port instead of a free one (a replacement's, on its predecessor's).
  */
 export async function startServer(
   env: Record<string, string>,
   dir: string,
   args: string[] = [],
-  { nodeArgs = [], detached, ca }: { nodeArgs?: string[]; detached?: boolean; ca?: readonly Buffer[] } = {},
+  { nodeArgs = [], detached, ca, port }: { nodeArgs?: string[]; detached?: boolean; ca?: readonly Buffer[]; port?: number } = {},
 ): Promise<ServerProcess> {
   const server = await startPetstore({
     cwd: dir,
@@ -76,6 +77,7 @@ export async function startServer(
     nodeArgs,
     detached,
     ca,
+    port,
     // Starting is not what these tests assert: on a machine busy with other work, migrations and
     // --workers forks have taken over 10 s.
     timeoutMs: 30_000,
