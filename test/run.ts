@@ -42,6 +42,7 @@ const PROCESS_TESTS = [
   'http/overload.test.ts',
   'http/tls.test.ts',
   'operator.test.ts',
+  'ops/nginx.test.ts',
   'ops/prometheus.test.ts',
   'package.test.ts',
   'probes.test.ts',
