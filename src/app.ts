@@ -97,7 +97,7 @@ export async function buildApp({
   app.addHook('onRequest', echoRequestId)
   // Second only to the request id, which its refusals carry too.
   app.addHook('onRequest', protocolChecks)
-  registerRequestLog(app, traceIds)
+  registerRequestLog(app, { clientAddress: config.logClientAddress, traceIds })
 
   registerRequestMetrics(app, metrics)
   // Before the load shedding, the routes and collectRouteMethods (see registerCors): a preflight is

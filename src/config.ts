@@ -61,6 +61,8 @@ export interface Config {
   /** Origins listed as `servers` in the OpenAPI document. */
   readonly servers: Readonly<Partial<Record<Environment, string>>>
   readonly logLevel: LogLevel
+  /** Whether each request's log line names the client's address (LOG_CLIENT_ADDRESS). */
+  readonly logClientAddress: boolean
   /** When getPet was deprecated (sent as the `Deprecation` header). */
   readonly getPetDeprecatedAt: Date
   /** How long a graceful shutdown waits for in-flight requests. */
@@ -170,6 +172,12 @@ export const CONFIG_VARIABLES = {
   },
   STAGING_BASE_URL: { describe: 'Origin of staging, listed in the OpenAPI servers, without credentials', unset: 'Default PUBLIC_BASE_URL when PETSTORE_ENV=staging' },
   LOG_LEVEL: { describe: 'The least severe level logged', values: LOG_LEVELS, default: 'info' },
+  LOG_CLIENT_ADDRESS: {
+    describe:
+      "Each request's log line names the client's address (`clientAddress`: the TCP peer, or what a proxy trusted by TRUST_PROXY forwarded), to trace abuse to its source; `false` leaves it out where the deployment may not keep it (it is personal data)",
+    values: ['true', 'false'],
+    default: 'true',
+  },
   GETPET_DEPRECATED_AT: {
     describe: `ISO 8601 instant getPet was deprecated (the \`Deprecation\` header), no later than its sunset ${GET_PET_SUNSET.toISOString()}`,
     default: '2026-11-22T00:00:00Z',
@@ -339,6 +347,7 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
     publicBaseUrl,
     servers: Object.freeze(servers),
     logLevel: oneOf(env, 'LOG_LEVEL'),
+    logClientAddress: oneOf(env, 'LOG_CLIENT_ADDRESS') === 'true',
     getPetDeprecatedAt: deprecatedAtVar(env),
     shutdownTimeoutMs: integerVar(env, 'SHUTDOWN_TIMEOUT_MS'),
     shutdownDrainMs: integerVar(env, 'SHUTDOWN_DRAIN_MS'),

@@ -6,7 +6,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { asyncDestination, createLogger } from '../src/logger.js'
-import { postPet, useTestApp } from './helper.js'
+import type { InjectOptions } from 'fastify'
+import { DIRECT_ENGINES, type TestApp, type TestAppFixture, postPet, useTestApp } from './helper.js'
 
 describe('request logging and request ids', () => {
   const fx = useTestApp('sqlite')
@@ -110,6 +111,97 @@ describe('request logging and request ids', () => {
     assert.equal(line.status, 404)
   })
 })
+
+/** The request lines `testApp` wrote while `send` ran. */
+async function requestLinesOf(testApp: TestApp, send: () => Promise<unknown>): Promise<Record<string, unknown>[]> {
+  const before = testApp.logs.length
+  await send()
+  return testApp.logs.slice(before).filter((line) => line.msg === 'request')
+}
+
+/** The status and addresses of each request line. */
+const addressesOf = (lines: Record<string, unknown>[]) => lines.map(({ status, clientAddress, peerAddress }) => ({ status, clientAddress, peerAddress }))
+
+/** What everyAnswer gets: a success, the refusals of routing and validation, then failed authentications up to a 429. */
+const EVERY_STATUS = [200, 400, 404, 405, 401, 401, 429]
+
+/** The lines of EVERY_STATUS, each naming these addresses. */
+const everyLineNaming = (clientAddress: string, peerAddress?: string) =>
+  EVERY_STATUS.map((status) => ({ status, clientAddress, peerAddress }))
+
+for (const engine of DIRECT_ENGINES) {
+  describe(`the client address in request log lines on ${engine}`, () => {
+    const PROXY = '198.51.100.9'
+    const CLIENT = '203.0.113.7'
+    // Low, so that a few failed authentications from one address end in a 429.
+    const FAILED_AUTH = { RATE_LIMIT_FAILED_AUTH_PER_IP: '2' }
+    const direct = useTestApp(engine, { env: FAILED_AUTH })
+    const behindProxy = useTestApp(engine, { env: { ...FAILED_AUTH, TRUST_PROXY: '198.51.100.0/24' } })
+    const turnedOff = useTestApp(engine, { env: { ...FAILED_AUTH, TRUST_PROXY: '198.51.100.0/24', LOG_CLIENT_ADDRESS: 'false' } })
+
+    /** The answers of EVERY_STATUS, each request from `remoteAddress` with `headers`. */
+    const everyAnswer = async (fx: TestAppFixture, remoteAddress: string, headers: InjectOptions['headers'] = {}) => {
+      const send = (options: InjectOptions, key?: string) =>
+        fx.testApp.app.inject({ ...options, remoteAddress, headers: { ...headers, ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) } })
+      await send({ method: 'GET', url: '/v1/pets' }, fx.key)
+      await send({ method: 'GET', url: '/v1/pets?limit=0' }, fx.key)
+      await send({ method: 'GET', url: '/v1/nowhere' }, fx.key)
+      await send({ method: 'DELETE', url: '/v1/pets' }, fx.key)
+      for (let tries = 0; tries < 5; tries++) {
+        if ((await send({ method: 'GET', url: '/v1/pets' }, 'ps_live_not_a_key')).statusCode === 429) break
+      }
+    }
+
+    it('names the TCP peer as clientAddress in the line of every answer, successes, refusals and 429s alike', async () => {
+      const lines = await requestLinesOf(direct.testApp, () => everyAnswer(direct, '192.0.2.10'))
+      assert.deepEqual(addressesOf(lines), everyLineNaming('192.0.2.10'))
+    })
+
+    it('ignores X-Forwarded-For while TRUST_PROXY is unset: a client cannot name another address', async () => {
+      const lines = await requestLinesOf(direct.testApp, () => everyAnswer(direct, '192.0.2.11', { 'x-forwarded-for': CLIENT }))
+      assert.deepEqual(addressesOf(lines), everyLineNaming('192.0.2.11'))
+    })
+
+    it('names the forwarded address behind a proxy TRUST_PROXY trusts, and the proxy as peerAddress', async () => {
+      const lines = await requestLinesOf(behindProxy.testApp, () => everyAnswer(behindProxy, PROXY, { 'x-forwarded-for': CLIENT }))
+      assert.deepEqual(addressesOf(lines), everyLineNaming(CLIENT, PROXY))
+    })
+
+    it('walks X-Forwarded-For back through trusted proxies only, to the first address no trusted proxy holds', async () => {
+      const lines = await requestLinesOf(behindProxy.testApp, () =>
+        behindProxy.testApp.request(behindProxy.key, {
+          method: 'GET',
+          url: '/v1/pets',
+          remoteAddress: PROXY,
+          headers: { 'x-forwarded-for': '192.0.2.66, 203.0.113.8, 198.51.100.20' },
+        }),
+      )
+      assert.deepEqual(addressesOf(lines), [{ status: 200, clientAddress: '203.0.113.8', peerAddress: PROXY }])
+    })
+
+    it('ignores X-Forwarded-For from a peer TRUST_PROXY does not trust', async () => {
+      const lines = await requestLinesOf(behindProxy.testApp, () => everyAnswer(behindProxy, '192.0.2.12', { 'x-forwarded-for': '203.0.113.9' }))
+      assert.deepEqual(addressesOf(lines), everyLineNaming('192.0.2.12'))
+    })
+
+    it('names no address at all with LOG_CLIENT_ADDRESS=false, forwarded or not', async () => {
+      const lines = [
+        ...(await requestLinesOf(turnedOff.testApp, () => everyAnswer(turnedOff, PROXY, { 'x-forwarded-for': CLIENT }))),
+        ...(await requestLinesOf(turnedOff.testApp, () => everyAnswer(turnedOff, '192.0.2.13'))),
+      ]
+      assert.deepEqual(lines.map((line) => line.status), [...EVERY_STATUS, ...EVERY_STATUS])
+      assert.doesNotMatch(JSON.stringify(lines), /clientAddress|peerAddress|198\.51\.100\.9|203\.0\.113\.7|192\.0\.2\.13/)
+    })
+
+    it('names the address of a real connection', async () => {
+      const { app } = direct.testApp
+      const address = await app.listen({ port: 0, host: '127.0.0.1' })
+      // The body read whole: the line is written once the answer is.
+      const lines = await requestLinesOf(direct.testApp, async () => (await fetch(`${address}/v1/pets`, { headers: { authorization: `Bearer ${direct.key}` } })).text())
+      assert.deepEqual(addressesOf(lines), [{ status: 200, clientAddress: '127.0.0.1', peerAddress: undefined }])
+    })
+  })
+}
 
 describe('the asynchronous log destination', () => {
   // Lines of every UTF-8 width, and longer than one write (sonic-boom writes at most 16 KiB at once).

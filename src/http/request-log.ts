@@ -13,6 +13,10 @@ interface RequestLogLine {
   /** The error code of an error answer (`unavailable` or `overloaded` tells two 503s apart). */
   code?: string
   keyId?: string
+  /** Fastify's `request.ip`: the TCP peer's address, or the one a proxy that TRUST_PROXY trusts forwarded. */
+  clientAddress?: string
+  /** The TCP peer's address where it is not `clientAddress`: the trusted proxy the request came through. */
+  peerAddress?: string
   traceId?: string
   spanId?: string
 }
@@ -43,14 +47,15 @@ export const echoRequestId: onRequestHookHandler = (request, reply, done) => {
   done()
 }
 
-/**
- * Logs one line per answered request (Fastify's own request logging is off). `traceIds`: with
- * tracing on, the ids of the request's trace.
- */
-export function registerRequestLog(
-  app: FastifyInstance,
-  traceIds: (() => { traceId: string; spanId: string } | undefined) | undefined,
-): void {
+interface RequestLogOptions {
+  /** LOG_CLIENT_ADDRESS: whether each line names the client's address (personal data, docs/operations.md#logs-and-shutdown). */
+  clientAddress: boolean
+  /** With tracing on, the ids of the request's trace. */
+  traceIds: (() => { traceId: string; spanId: string } | undefined) | undefined
+}
+
+/** Logs one line per answered request (Fastify's own request logging is off). */
+export function registerRequestLog(app: FastifyInstance, { clientAddress, traceIds }: RequestLogOptions): void {
   app.addHook('onResponse', (request, reply, done) => {
     const route = routeOf(request)
     const line: RequestLogLine = {
@@ -64,6 +69,12 @@ export function registerRequestLog(
     if (request.errorCode !== null) line.code = request.errorCode
     // Who called: the key's public id, never the key.
     if (request.apiKey !== null) line.keyId = request.apiKey.id
+    // Where a run of 401s and then 429s came from: the failed-authentication limit counts by this address too.
+    if (clientAddress) {
+      line.clientAddress = request.ip
+      const peer = request.socket.remoteAddress
+      if (peer !== undefined && peer !== request.ip) line.peerAddress = peer
+    }
     if (traceIds !== undefined) {
       const ids = traceIds()
       if (ids !== undefined) {
