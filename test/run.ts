@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { poolerUnavailable, startPgBouncer } from '../scripts/pg-cluster.js'
-import { poolerOff, startEmbeddedPostgres } from './postgres.js'
+import { poolerOff, postgresOff, startEmbeddedPostgres } from './postgres.js'
 
 /*
  * Runs test files with `node --test`, with a PostgreSQL server for the tests of that engine: the one
@@ -93,26 +93,27 @@ if (fast) process.stderr.write(`Fast run: ${files.length} test files, leaving ou
 if (faultsOff) process.stderr.write(`PETSTORE_TEST_FAULTS=off: ${FAULT_TESTS.join(', ')} left out.\n`)
 
 const startedAt = performance.now()
-const url = process.env.PETSTORE_TEST_DATABASE_URL
-const embedded = url === undefined || url === '' ? await startEmbeddedPostgres() : undefined
+const noPostgres = postgresOff()
+if (noPostgres !== undefined) process.stderr.write(`${noPostgres}: the tests run on SQLite only; those of PostgreSQL skip.\n`)
+const givenUrl = noPostgres === undefined ? process.env.PETSTORE_TEST_DATABASE_URL : undefined
+const embedded = noPostgres === undefined && (givenUrl === undefined || givenUrl === '') ? await startEmbeddedPostgres() : undefined
 if (embedded !== undefined) process.stderr.write('Started an embedded PostgreSQL server for the tests.\n')
+const url = embedded?.url ?? givenUrl ?? ''
 // The PostgreSQL tests run again through a PgBouncer in transaction mode, as fleets run: a few server
 // connections shared by every test database (test/helper.ts, engine `pgbouncer`).
-const server = new URL(embedded?.url ?? url ?? '')
 const noPooler = poolerOff() ?? poolerUnavailable()
-const pooler =
-  noPooler === undefined
-    ? await startPgBouncer(
-        { port: Number(server.port), user: decodeURIComponent(server.username), password: decodeURIComponent(server.password) },
-        { poolMode: 'transaction', poolSize: 4, serverIdleTimeout: 10 },
-      )
-    : undefined
-if (pooler === undefined) process.stderr.write(`${noPooler}: the PostgreSQL tests through a pooler are left out.\n`)
+const poolerFor = (server: URL) =>
+  startPgBouncer(
+    { port: Number(server.port), user: decodeURIComponent(server.username), password: decodeURIComponent(server.password) },
+    { poolMode: 'transaction', poolSize: 4, serverIdleTimeout: 10 },
+  )
+const pooler = noPooler === undefined ? await poolerFor(new URL(url)) : undefined
+if (pooler === undefined && noPostgres === undefined) process.stderr.write(`${noPooler}: the PostgreSQL tests through a pooler are left out.\n`)
 
 const guard = fast ? ['--import', path.join(TEST_DIR, 'no-processes.ts')] : []
 const child = spawn(process.execPath, ['--import', 'tsx', ...guard, '--test', `--test-concurrency=${CONCURRENCY}`, '--test-reporter=spec', ...files], {
   stdio: 'inherit',
-  env: { ...process.env, PETSTORE_TEST_DATABASE_URL: embedded?.url ?? url ?? '', PETSTORE_TEST_POOLER_PORT: String(pooler?.port ?? '') },
+  env: { ...process.env, PETSTORE_TEST_DATABASE_URL: url, PETSTORE_TEST_POOLER_PORT: String(pooler?.port ?? '') },
 })
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal))
 const [code] = (await once(child, 'exit')) as [number | null]

@@ -296,7 +296,12 @@ describe('the metrics listener of petstore serve', () => {
     await once(taken, 'listening')
     t.after(() => taken.close())
     const { port } = taken.address() as net.AddressInfo
-    const result = await runCli(['serve'], { ...database.env, HOST: '127.0.0.1', PORT: String(await freePort()), METRICS_PORT: String(port) }, dir)
+    // A chosen port in use is waited for as a predecessor's would be, up to the shutdown's budget: here half a second.
+    const result = await runCli(
+      ['serve'],
+      { ...database.env, HOST: '127.0.0.1', PORT: String(await freePort()), METRICS_PORT: String(port), SHUTDOWN_DRAIN_MS: '0', SHUTDOWN_TIMEOUT_MS: '0' },
+      dir,
+    )
     assert.equal(result.code, 1, result.stderr)
     assert.match(result.stderr, /METRICS_PORT/)
   })
