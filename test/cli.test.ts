@@ -513,8 +513,8 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       assert.equal(result.code, 0, result.stderr)
       const document = JSON.parse(result.stdout) as { openapi: string; paths: Record<string, Record<string, unknown>> }
       assert.equal(document.openapi, '3.1.0')
-      assert.deepEqual(Object.keys(document.paths['/pets'] ?? {}).sort(), ['get', 'post'])
-      assert.deepEqual(Object.keys(document.paths['/pets/{petId}'] ?? {}), ['get'])
+      assert.deepEqual(Object.keys(document.paths['/pets'] ?? {}).sort(), ['get', 'head', 'post'])
+      assert.deepEqual(Object.keys(document.paths['/pets/{petId}'] ?? {}).sort(), ['get', 'head'])
     })
   })
 

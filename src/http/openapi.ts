@@ -3,8 +3,9 @@ import { type TSchema, Type } from '@sinclair/typebox'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.js'
 import { ERROR_STATUS } from '../errors.js'
-import { ALWAYS_SENT, ERROR_HEADERS, ErrorSchema, alwaysSent } from './error-schema.js'
+import { ALWAYS_SENT, ERROR_HEADERS, ErrorSchema, HEADER_BLOCK_MAX_BYTES, alwaysSent } from './error-schema.js'
 import { MAX_HEADER_LINES } from './http-protocol.js'
+import { http } from './node-http.js'
 import { writeInt64BoundsExactly } from '../int64.js'
 
 export const OPENAPI_PATH = '/v1/openapi.json'
@@ -22,6 +23,7 @@ const REQUEST_ID_HEADER = alwaysSent({
   'X-Request-Id': Type.String({
     minLength: 1,
     maxLength: 128,
+    pattern: '^[A-Za-z0-9._:-]+$',
     description:
       "The id of this request in the service's logs: the request's own `X-Request-Id` when it is safe to echo, " +
       'otherwise a new UUID. Quote it when reporting a problem.',
@@ -43,6 +45,8 @@ interface DocumentResponse {
 }
 
 interface DocumentOperation {
+  operationId?: string
+  summary?: string
   description?: string
   responses?: Record<string, DocumentResponse>
 }
@@ -86,6 +90,9 @@ const sharedResponses = () => ({
       'routing comes before authentication. `Allow` lists the methods the path has.',
     alwaysSent({
       Allow: Type.String({
+        // Every method Node routes, the longest Allow a path could have; CONNECT's is empty.
+        maxLength: http.METHODS.join(', ').length,
+        pattern: '^([A-Z-]+(, [A-Z-]+)*)?$',
         description: 'The methods of the path: those of its operations, and `HEAD` wherever there is `GET`, e.g. `GET, HEAD, POST`.',
       }),
     }),
@@ -98,7 +105,7 @@ const sharedResponses = () => ({
     '`Expect` asks for something other than `100-continue` (`expectation_failed`). Answered before anything else; the connection is closed.',
   ),
   RequestHeaderFieldsTooLarge: sharedErrorResponse(
-    `The header block is over 16 KiB, or has more than ${MAX_HEADER_LINES} lines (\`request_header_fields_too_large\`). ` +
+    `The header block is over ${HEADER_BLOCK_MAX_BYTES / 1024} KiB, or has more than ${MAX_HEADER_LINES} lines (\`request_header_fields_too_large\`). ` +
       'Answered before anything else.',
   ),
 }) satisfies Record<keyof typeof SHARED_STATUS, DocumentResponse>
@@ -125,19 +132,32 @@ function addHeadersOfEveryAnswer(responses: Iterable<DocumentResponse>): void {
 }
 
 /**
- * What the operations alone cannot show: every GET also answers HEAD (Fastify serves it from the
- * GET route), and every other method of a known path answers 405. HEAD is said in words rather
- * than as `head` operations, which would give every generated client a method per path that no
- * one needs. Each operation refers to the SHARED_STATUS responses, its 405 with its path's `Allow`.
+ * Fastify serves HEAD from each GET route, and @fastify/swagger (`exposeHeadRoutes`) lists it as a copy of
+ * the GET operation named `<operationId>-head`. It becomes `head<OperationId>`, a name a generated client
+ * can carry, without the bodies of GET's own responses: a HEAD answer has none (RFC 9110 §9.3.2).
+ */
+function describeHeadOperations(paths: Record<string, Record<string, DocumentOperation>>): void {
+  for (const operations of Object.values(paths)) {
+    const head = operations.head
+    const getOperationId = operations.get?.operationId
+    if (head === undefined || getOperationId === undefined) continue
+    head.operationId = `head${getOperationId.charAt(0).toUpperCase()}${getOperationId.slice(1)}`
+    head.summary = `${operations.get?.summary ?? getOperationId}: headers only`
+    head.description = `As \`${getOperationId}\`, with the same status and headers, without the body.`
+    for (const response of Object.values(head.responses ?? {})) delete response.content
+  }
+}
+
+/**
+ * Every other method of a known path answers 405: each operation refers to the SHARED_STATUS
+ * responses, its 405 with its path's `Allow`.
  */
 function describeOtherMethods(paths: Record<string, Record<string, DocumentOperation>>): void {
   for (const [path, operations] of Object.entries(paths)) {
-    const methods = Object.keys(operations).flatMap((method) => (method === 'get' ? ['GET', 'HEAD'] : [method.toUpperCase()]))
+    // In the order of Node's list of methods, as collectRouteMethods writes `Allow`.
+    const methods = http.METHODS.filter((method) => Object.hasOwn(operations, method.toLowerCase()))
     const allow = methods.join(', ')
-    for (const [method, operation] of Object.entries(operations)) {
-      if (method === 'get') {
-        operation.description = `${operation.description ?? ''}\n\nAlso answers \`HEAD\`: as \`GET\`, with the same status and headers, without the body.`.trimStart()
-      }
+    for (const operation of Object.values(operations)) {
       const shared: Record<string, DocumentResponse> = {}
       for (const [name, status] of Object.entries(SHARED_STATUS)) shared[status] = { $ref: `#/components/responses/${name}` }
       shared[ERROR_STATUS.method_not_allowed] = {
@@ -172,7 +192,8 @@ function unwrapLoneAllOf(node: unknown): unknown {
 export async function registerOpenApi(app: FastifyInstance, config: Config): Promise<void> {
   const servers = (['production', 'staging'] as const).flatMap((environment) => {
     const origin = config.servers[environment]
-    return origin === undefined ? [] : [{ url: `${origin}/v1`, description: environment }]
+    // Both are the public API, for any client (OWASP API9: an inventory says whom each server is for).
+    return origin === undefined ? [] : [{ url: `${origin}/v1`, description: environment, 'x-internal': false }]
   })
   await app.register(swagger, {
     openapi: {
@@ -206,6 +227,7 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
       if (!('openapiObject' in documentObject)) throw new Error('an OpenAPI 3 document was expected')
       const document = documentObject.openapiObject
       const paths = document.paths as Record<string, Record<string, DocumentOperation>>
+      describeHeadOperations(paths)
       describeOtherMethods(paths)
       const operations = Object.values(paths).flatMap((operations) => Object.values(operations))
       markRequired((document.components?.headers ?? {}) as Record<string, DocumentHeader>)
@@ -217,6 +239,7 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
       writeInt64BoundsExactly(document)
       return document
     },
+    exposeHeadRoutes: true,
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },

@@ -1,6 +1,8 @@
 import { type TSchema, Type } from '@sinclair/typebox'
 import { forbiddenResponse } from '../api-keys/api-keys.schemas.js'
+import { GET_PET_SUNSET } from '../deprecations/deprecations.policy.js'
 import {
+  HEADER_BLOCK_MAX_BYTES,
   RATE_LIMIT_HEADERS,
   alwaysSent,
   errorResponse,
@@ -52,6 +54,7 @@ export const ListPetsQuerySchema = Type.Object(
       IntegerText({
         minimum: 1n,
         maximum: BigInt(LIMIT_MAX),
+        format: 'int32',
         default: LIMIT_DEFAULT,
         description: 'Maximum number of animals returned.',
       }),
@@ -79,6 +82,8 @@ export const ListPetsQuerySchema = Type.Object(
 const ConditionalReadHeadersSchema = Type.Object({
   'if-none-match': Type.Optional(
     Type.String({
+      // The service reads any value; the header block bounds it.
+      maxLength: HEADER_BLOCK_MAX_BYTES,
       // No example: the docs page would pre-fill it and send it with every try.
       description:
         'ETags of representations the client holds, e.g. `"5fT0aT1xk2sBRnqS0dHk1RjXzZQ"`; when one matches, the answer is 304 without a body.',
@@ -88,11 +93,17 @@ const ConditionalReadHeadersSchema = Type.Object({
 
 /** On every 200 and 304 of a read (conditionalGet). */
 const cachingHeaders = alwaysSent({
-  ETag: Type.String({ pattern: '^"[\\x21\\x23-\\x7E]*"$', description: 'Strong validator of this response; send it back in `If-None-Match`.' }),
+  // A digest of the answer in 27 characters, quoted (pets.representation-cache.ts).
+  ETag: Type.String({
+    maxLength: 29,
+    pattern: '^"[\\x21\\x23-\\x7E]*"$',
+    description: 'Strong validator of this response; send it back in `If-None-Match`.',
+  }),
   'Cache-Control': Type.Literal('private, no-cache', {
     description: '`private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged).',
   }),
   Vary: Type.String({
+    maxLength: 'Origin, Authorization'.length,
     pattern: '(^|, )Authorization$',
     description: '`Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured.',
   }),
@@ -194,7 +205,8 @@ export const createPetSchema = {
  * headers…), a 503 `overloaded`, and the 405, 408, 417 and 431 every operation shares (openapi.ts).
  */
 const deprecationHeaders = {
-  Deprecation: Type.String({ pattern: '^@[0-9]+$', description: 'When the operation was deprecated, as `@<unix seconds>` (RFC 9745).' }),
+  // GETPET_DEPRECATED_AT is no later than the sunset.
+  Deprecation: Type.String({ maxLength: `@${GET_PET_SUNSET.getTime() / 1000}`.length, pattern: '^@[0-9]+$', description: 'When the operation was deprecated, as `@<unix seconds>` (RFC 9745).' }),
   Sunset: Type.Literal('Thu, 05 Dec 2030 00:00:00 GMT', { description: 'When the operation will be removed (RFC 8594).' }),
   Link: Type.String({ pattern: '^<[^>]*/v1/pets>; rel="successor-version"$', description: 'The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`.' }),
 }

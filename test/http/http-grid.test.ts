@@ -184,7 +184,8 @@ for (const engine of DIRECT_ENGINES) {
       basePath = new URL(doc.servers[0]?.url ?? '').pathname.replace(/\/$/, '')
 
       const operations = Object.entries(doc.paths).flatMap(([documentPath, byMethod]) => {
-        const allow = withHead(Object.keys(byMethod).map((method) => method.toUpperCase()))
+        // The document declares HEAD wherever GET is served.
+        const allow = Object.keys(byMethod).map((method) => method.toUpperCase())
         if (!documentPath.includes('{')) return [{ url: basePath + documentPath, documentPath, allow, found: true }]
         // A path with a parameter: one that names a pet, and one that names none.
         return [String(petId), '999999'].map((id) => ({ url: basePath + documentPath.replace(/\{[^}]+\}/, id), documentPath, allow, found: id !== '999999' }))
@@ -235,7 +236,7 @@ for (const engine of DIRECT_ENGINES) {
       if (target.allow.length === 0) return { status: 404, code: 'not_found' }
       // docs/api.md: any method a known path does not have is 405 with Allow, before authentication.
       if (!target.allow.includes(method)) return { status: 405, code: 'method_not_allowed', allow: target.allow.join(', ') }
-      const operation = target.documentPath === undefined ? undefined : doc.paths[target.documentPath]?.[method === 'HEAD' ? 'get' : method.toLowerCase()]
+      const operation = target.documentPath === undefined ? undefined : doc.paths[target.documentPath]?.[method.toLowerCase()]
       // The document: every operation needs a key (bearerAuth), refused with 401 before anything else.
       if (operation !== undefined && (operation.security ?? [{}]).length > 0 && !keyed) return { status: 401, code: 'unauthorized' }
       if (!target.found) return { status: 404, code: 'not_found' }
@@ -250,7 +251,7 @@ for (const engine of DIRECT_ENGINES) {
     function declared(target: GridPath, method: Method, status: number): DocumentResponse | undefined {
       if (target.documentPath === undefined) return undefined
       const operations = doc.paths[target.documentPath] ?? {}
-      const routed = operations[method === 'HEAD' ? 'get' : method.toLowerCase()]
+      const routed = operations[method.toLowerCase()]
       // A 405 belongs to no operation of the path: each of them lists it.
       const candidates = routed !== undefined ? [routed] : Object.values(operations)
       const response = candidates.map((operation) => operation.responses[String(status)]).find((found) => found !== undefined)

@@ -10,6 +10,7 @@ import type { Scope } from '../../src/api-keys/api-keys.scopes.js'
 import { GET_PET_SUNSET } from '../../src/deprecations/deprecations.policy.js'
 import { main } from '../../src/cli.js'
 import { ERROR_CODES, ERROR_STATUS } from '../../src/errors.js'
+import { ERROR_MESSAGE_MAX_LENGTH } from '../../src/http/error-schema.js'
 import { MAX_HEADER_LINES } from '../../src/http/http-protocol.js'
 import { parseJson } from '../../src/http/json-body.js'
 import type { Storage } from '../../src/storage/storage.js'
@@ -109,18 +110,20 @@ describe('OpenAPI document', () => {
     assert.deepEqual(doc.security, [{ bearerAuth: [] }])
   })
 
-  it('has exactly the three operations, on paths relative to /v1', () => {
+  it('has exactly the three operations and the HEAD of each GET, on paths relative to /v1', () => {
     assert.deepEqual(Object.keys(doc.paths).sort(), ['/pets', '/pets/{petId}'])
     assert.equal(doc.paths['/pets']?.get?.operationId, 'listPets')
+    assert.equal(doc.paths['/pets']?.head?.operationId, 'headListPets')
     assert.equal(doc.paths['/pets']?.post?.operationId, 'createPet')
     assert.equal(doc.paths['/pets/{petId}']?.get?.operationId, 'getPet')
-    assert.deepEqual(Object.keys(doc.paths['/pets/{petId}'] ?? {}), ['get'])
+    assert.equal(doc.paths['/pets/{petId}']?.head?.operationId, 'headGetPet')
+    assert.deepEqual(Object.keys(doc.paths['/pets/{petId}'] ?? {}).sort(), ['get', 'head'])
   })
 
-  it('marks getPet deprecated and only getPet', () => {
+  it('marks getPet and its HEAD deprecated, and only them', () => {
     assert.equal(operation('getPet').deprecated, true)
-    assert.equal(operation('listPets').deprecated, undefined)
-    assert.equal(operation('createPet').deprecated, undefined)
+    assert.equal(operation('headGetPet').deprecated, true)
+    for (const id of ['listPets', 'headListPets', 'createPet']) assert.equal(operation(id).deprecated, undefined, id)
   })
 
   it('labels no operation experimental or beta: no extension attribute, as the specification labels none', () => {
@@ -135,11 +138,15 @@ describe('OpenAPI document', () => {
     assert.deepEqual(statuses('listPets'), ['200', '304', '400', '401', '403', '405', '408', '417', '429', '431', '500', '503'])
     assert.deepEqual(statuses('createPet'), ['201', '400', '401', '403', '405', '408', '409', '413', '415', '417', '422', '429', '431', '500', '503'])
     assert.deepEqual(statuses('getPet'), ['200', '304', '400', '401', '403', '404', '405', '408', '410', '417', '429', '431', '500', '503'])
+    assert.deepEqual(statuses('headListPets'), statuses('listPets'))
+    assert.deepEqual(statuses('headGetPet'), statuses('getPet'))
   })
 
   it('names the scope each operation needs in its security requirement, as OpenAPI 3.1 allows for bearer schemes', () => {
     assert.deepEqual(operation('listPets').security, [{ bearerAuth: ['pets:read'] }])
     assert.deepEqual(operation('getPet').security, [{ bearerAuth: ['pets:read'] }])
+    assert.deepEqual(operation('headListPets').security, [{ bearerAuth: ['pets:read'] }])
+    assert.deepEqual(operation('headGetPet').security, [{ bearerAuth: ['pets:read'] }])
     assert.deepEqual(operation('createPet').security, [{ bearerAuth: ['pets:write'] }])
     assert.match(doc.components.securitySchemes.bearerAuth?.description ?? '', /pets:read.*pets:write.*403 `forbidden`/)
   })
@@ -147,7 +154,7 @@ describe('OpenAPI document', () => {
   it('documents limit as an integer from 1 to 100 defaulting to 20, and the status filter', () => {
     const parameters = operation('listPets').parameters ?? []
     const limit = parameters.find((p) => p.name === 'limit')
-    assert.deepEqual(limit?.schema, { ...limit?.schema, type: 'integer', minimum: 1, maximum: 100, default: 20 })
+    assert.deepEqual(limit?.schema, { ...limit?.schema, type: 'integer', format: 'int32', minimum: 1, maximum: 100, default: 20 })
     const status = parameters.find((p) => p.name === 'status')
     assert.deepEqual(status?.schema, { $ref: '#/components/schemas/PetStatus' })
     assert.equal(status.description, 'Return only animals with this status.')
@@ -249,12 +256,82 @@ describe('OpenAPI document', () => {
     assert.equal(documentedAllow(operation('getPet')), 'GET, HEAD')
   })
 
-  it('documents HEAD in the description of each GET operation, not as operations of its own', () => {
-    for (const { method, operation: op } of operationsOf(doc)) {
-      assert.notEqual(method, 'head')
-      if (method === 'get') assert.match(op.description ?? '', /Also answers `HEAD`: as `GET`, with the same status and headers, without the body\./)
-      else assert.doesNotMatch(op.description ?? '', /HEAD/)
+  it("declares HEAD where GET is served, as head<OperationId> with GET's parameters, statuses and headers, and no body", () => {
+    for (const [id, headId] of [['listPets', 'headListPets'], ['getPet', 'headGetPet']] as const) {
+      const get = operation(id)
+      const head = operation(headId)
+      assert.deepEqual(head.parameters, get.parameters, headId)
+      assert.deepEqual(head.security, get.security, headId)
+      for (const [status, response] of Object.entries(head.responses)) {
+        const getResponse = get.responses[status]
+        assert.ok(getResponse, `${headId} ${status}`)
+        if (response.$ref !== undefined) {
+          assert.equal(response.$ref, getResponse.$ref, `${headId} ${status}`)
+          continue
+        }
+        assert.equal(response.content, undefined, `${headId} ${status} has a body`)
+        assert.deepEqual(response.headers, getResponse.headers, `${headId} ${status}`)
+      }
+      assert.ok(get.responses['200']?.content, `${id} 200 lost its body`)
     }
+  })
+
+  it('bounds every string it describes, but the URLs under PUBLIC_BASE_URL, which the operator chooses', () => {
+    const unbounded: string[] = []
+    const walk = (node: unknown, at: string): void => {
+      if (typeof node !== 'object' || node === null) return
+      const schema = node as Record<string, unknown>
+      const bounded = typeof schema.maxLength === 'number' || Array.isArray(schema.enum) || schema.const !== undefined
+      if (schema.type === 'string' && !bounded) unbounded.push(at)
+      for (const [key, value] of Object.entries(schema)) walk(value, `${at}/${key}`)
+    }
+    walk(doc, '#')
+    assert.deepEqual(
+      [...new Set(unbounded.map((at) => /\/headers\/([^/]+)\/schema$/.exec(at)?.[1] ?? at))].sort(),
+      ['Link', 'Location'],
+    )
+  })
+
+  it('gives the bounds the service keeps: Error.message, the request headers, and the ones a client sends', () => {
+    const { Error: ErrorSchema, NewPet } = doc.components.schemas
+    assert.deepEqual(ErrorSchema?.properties.message, { ...ErrorSchema?.properties.message, type: 'string', minLength: 1, maxLength: ERROR_MESSAGE_MAX_LENGTH })
+    assert.equal(NewPet?.properties.name?.maxLength, 200)
+    const parameter = (id: string, name: string) => (operation(id).parameters ?? []).find((p) => p.name === name)?.schema
+    assert.equal(parameter('createPet', 'idempotency-key')?.maxLength, 255)
+    assert.equal(parameter('listPets', 'cursor')?.maxLength, 64)
+    assert.equal(parameter('listPets', 'if-none-match')?.maxLength, 16 * 1024)
+    assert.equal(doc.components.headers?.['X-Request-Id']?.schema?.maxLength, 128)
+  })
+
+  it('gives every integer a format, int64 for ids and int32 for the rest, and Retry-After a maximum', () => {
+    const integers = new Map<string, Record<string, unknown>[]>()
+    const add = (name: string, schema: Record<string, unknown>) => integers.set(name, [...(integers.get(name) ?? []), schema])
+    const walk = (node: unknown, at: string): void => {
+      if (typeof node !== 'object' || node === null) return
+      const schema = node as Record<string, unknown>
+      if (schema.type === 'integer') add(at.replace(/^.*\/(properties|headers)\/|\/schema$/g, ''), schema)
+      for (const [key, value] of Object.entries(schema)) walk(value, `${at}/${key}`)
+    }
+    walk(doc.components, '#')
+    for (const { operation: op } of operationsOf(doc)) {
+      for (const parameter of op.parameters ?? []) if (parameter.schema.type === 'integer') add(parameter.name, parameter.schema)
+      walk(op.responses, '#')
+    }
+    const formats = Object.fromEntries([...integers].map(([name, schemas]) => [name, [...new Set(schemas.map((schema) => schema.format))]]))
+    assert.deepEqual(formats, {
+      'Retry-After': ['int32'],
+      categoryId: ['int64'],
+      id: ['int64'],
+      limit: ['int32'],
+      petId: ['int64'],
+      status: ['int32'],
+    })
+    for (const schema of integers.get('Retry-After') ?? []) assert.deepEqual([schema.minimum, schema.maximum], [1, 60])
+    assert.deepEqual(doc.components.schemas.Error?.properties.status, {
+      ...doc.components.schemas.Error?.properties.status,
+      minimum: Math.min(...Object.values(ERROR_STATUS)),
+      maximum: Math.max(...Object.values(ERROR_STATUS)),
+    })
   })
 
   it('keeps health and the document itself out of the document', () => {
@@ -306,7 +383,8 @@ describe('OpenAPI document: int64 bounds', () => {
     let stdout = ''
     const outcome = await main(['openapi'], { env: { LOG_LEVEL: 'silent' }, cwd: ROOT, stdout: (text) => (stdout += text), stderr: () => {} })
     assert.equal(outcome, 0)
-    assert.equal(stdout.match(/"maximum": 9223372036854775807\b/g)?.length, 4)
+    // id, categoryId of Pet and NewPet, and petId of getPet and its HEAD.
+    assert.equal(stdout.match(/"maximum": 9223372036854775807\b/g)?.length, 5)
     assert.doesNotMatch(stdout, /922337203685477[0-9]{4}(?<!5807)\b/)
   })
 })
@@ -387,12 +465,14 @@ interface DocumentHeader {
 
 /** What is wrong with a header value for its documented schema, if anything; keywords the test cannot check fail it. */
 function headerProblem(value: string, schema: Record<string, unknown>): string | undefined {
-  const checked = new Set(['type', 'const', 'pattern', 'minLength', 'maxLength', 'minimum', 'format'])
+  const checked = new Set(['type', 'const', 'pattern', 'minLength', 'maxLength', 'minimum', 'maximum', 'format'])
   const unchecked = Object.keys(schema).filter((keyword) => !checked.has(keyword))
   if (unchecked.length > 0) return `the test cannot check ${unchecked.join(', ')}`
   if (schema.type === 'integer') {
     if (!/^-?[0-9]+$/.test(value)) return 'not an integer'
     if (typeof schema.minimum === 'number' && Number(value) < schema.minimum) return `below ${schema.minimum}`
+    if (typeof schema.maximum === 'number' && Number(value) > schema.maximum) return `above ${schema.maximum}`
+    if (schema.format === 'int32' && Number(value) > 2 ** 31 - 1) return 'not an int32'
     return undefined
   }
   if (schema.type !== 'string') return `of type ${String(schema.type)}`
@@ -414,7 +494,7 @@ const CONFIGURED_HEADERS = new Set(['RateLimit', 'RateLimit-Policy'])
 
 /** An operation's request, made afresh for each situation so that no answer comes from the read cache. */
 interface Target {
-  method: 'GET' | 'POST'
+  method: 'GET' | 'HEAD' | 'POST'
   url: string
   payload?: string
   /** The scope the operation does not need, for the 403. */
@@ -432,10 +512,16 @@ for (const engine of DIRECT_ENGINES) {
     let pages = 0
     // Straight into the database: through the API, the key creating them would run out of requests.
     const newPetId = async () => (await testApp.storage.pets.create({ name: 'Wire', categoryId: 1n }, testApp.clock.now())).id
+    const listPets = (): Target => ({ method: 'GET', url: `/v1/pets?limit=${(pages++ % 100) + 1}`, otherScope: 'pets:write' })
+    const getPet = async (): Promise<Target> => ({ method: 'GET', url: `/v1/pets/${await newPetId()}`, otherScope: 'pets:write' })
+    // In this order: by the time listPets' HEAD is sent, with limits of its own (a page the GET read may be
+    // cached), getPet's situations have added pets enough for its pages to have a next one too.
     const targets: Record<string, () => Promise<Target>> = {
-      listPets: async () => ({ method: 'GET', url: `/v1/pets?limit=${(pages++ % 100) + 1}`, otherScope: 'pets:write' }),
+      listPets: async () => listPets(),
       createPet: async () => ({ method: 'POST', url: '/v1/pets', payload: valid, otherScope: 'pets:read' }),
-      getPet: async () => ({ method: 'GET', url: `/v1/pets/${await newPetId()}`, otherScope: 'pets:write' }),
+      getPet,
+      headGetPet: async () => ({ ...(await getPet()), method: 'HEAD' }),
+      headListPets: async () => ({ ...listPets(), method: 'HEAD' }),
     }
 
     type Send = (target: Target, key: string) => Promise<Answer> | undefined
@@ -454,6 +540,7 @@ for (const engine of DIRECT_ENGINES) {
       if (target.payload !== undefined) head.push('Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`)
       return exchange(port, finished ? `${head.join('\r\n')}\r\n\r\n${body}` : `${head.join('\r\n')}\r\n`)
     }
+    const lastPage = (target: Target): Target => ({ ...target, url: target.url.replace(/limit=[0-9]+/, 'limit=100') })
     const revalidated = async (target: Target, key: string) => {
       const { etag } = (await send(target, key)).headers
       return send(target, key, etag === undefined ? {} : { headers: { 'if-none-match': etag } })
@@ -477,7 +564,8 @@ for (const engine of DIRECT_ENGINES) {
       'as the document says': (target, key) => send(target, key),
       'again, with the ETag of its answer': (target, key) => revalidated(target, key),
       // Fewer than 100 pets: the listing is one page, without a next one.
-      'again, with the ETag of its answer, on a last page': (target, key) => revalidated({ ...target, url: target.url.replace(/limit=[0-9]+/, 'limit=100') }, key),
+      'on a last page': (target, key) => send(lastPage(target), key),
+      'again, with the ETag of its answer, on a last page': (target, key) => revalidated(lastPage(target), key),
       'without a key': (target) => testApp.app.inject({ method: target.method, url: target.url }),
       'with a key that is not valid': (target) => send(target, 'ps_live_not_a_key'),
       'with a key without the scope': async (target) => send(target, await testApp.createKey({ scopes: [target.otherScope] })),
@@ -642,6 +730,36 @@ for (const engine of DIRECT_ENGINES) {
         }
       }
       assert.deepEqual(neverSent, [])
+    })
+
+    it("writes no error message longer than Error.message's maxLength, whatever part of the request it quotes", async () => {
+      const maxLength = doc.components.schemas.Error?.properties.message?.maxLength
+      assert.equal(typeof maxLength, 'number')
+      const key = await testApp.createKey()
+      // Each fills the header block or the body with what the message quotes, just short of its limit.
+      const long = (length: number) => 'x'.repeat(length)
+      const quoting = [
+        exchange(port, `GET /v1/${long(16_200)} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n`),
+        exchange(port, `GET /v1/pets?${Array.from({ length: 6 }, (_, i) => `${i}${long(2_600)}=1`).join('&')} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`),
+        send({ method: 'POST', url: '/v1/pets', otherScope: 'pets:read' }, key, {
+          payload: JSON.stringify({ name: 'Wire', categoryId: 1, ...Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`${i}${long(2_650)}`, 1])) }),
+          headers: { 'content-type': 'application/json' },
+        }),
+      ]
+      const messages = (await Promise.all(quoting)).map((answer) => (JSON.parse(answer.body) as { message: string }).message)
+      for (const message of messages) assert.ok(message.length > 13_000, `not quoting the request: ${message.slice(0, 80)}`)
+      for (const { answer } of answers) {
+        if (answer.body !== '') messages.push((JSON.parse(answer.body) as { message?: string }).message ?? '')
+      }
+      assert.deepEqual(messages.filter((message) => [...message].length > Number(maxLength)), [])
+    })
+
+    it("refuses an If-None-Match longer than its maxLength with 431: the header block can't hold it", async () => {
+      const maxLength = (operationsOf(doc).find(({ operation: op }) => op.operationId === 'listPets')?.operation.parameters ?? []).find(
+        (p) => p.name === 'if-none-match',
+      )?.schema.maxLength
+      const answer = await raw(listPets(), await testApp.createKey(), [`If-None-Match: "${'x'.repeat(Number(maxLength) - 1)}"`])
+      assert.equal(answer.statusCode, 431)
     })
 
     it('answers each method a path lacks with 405 and the Allow its operations document, with or without a key', async () => {

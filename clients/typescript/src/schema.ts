@@ -14,8 +14,6 @@ export interface paths {
         /**
          * List animals
          * @description Returns one page of animals in ascending `id` order, optionally filtered by status.
-         *
-         *     Also answers `HEAD`: as `GET`, with the same status and headers, without the body.
          */
         get: operations["listPets"];
         put?: never;
@@ -26,7 +24,11 @@ export interface paths {
         post: operations["createPet"];
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * List animals: headers only
+         * @description As `listPets`, with the same status and headers, without the body.
+         */
+        head: operations["headListPets"];
         patch?: never;
         trace?: never;
     };
@@ -41,15 +43,18 @@ export interface paths {
          * Get an animal (deprecated)
          * @deprecated
          * @description Deprecated: removed on 5 December 2030, after which it answers 410. Use `GET /pets` with a `status` filter instead.
-         *
-         *     Also answers `HEAD`: as `GET`, with the same status and headers, without the body.
          */
         get: operations["getPet"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Get an animal (deprecated): headers only
+         * @deprecated
+         * @description As `getPet`, with the same status and headers, without the body.
+         */
+        head: operations["headGetPet"];
         patch?: never;
         trace?: never;
     };
@@ -83,9 +88,12 @@ export interface components {
              * @enum {string}
              */
             code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "not_implemented" | "unavailable" | "overloaded";
-            /** @description Human-readable description of what went wrong. */
+            /** @description Human-readable description of what went wrong. It may quote a part of the request, API keys redacted. */
             message: string;
-            /** @description The HTTP status code of the response. */
+            /**
+             * Format: int32
+             * @description The HTTP status code of the response.
+             */
             status: number;
         };
         /** @description An animal to add. Unknown properties are refused, not ignored. Without `status`, the pet has none. */
@@ -567,6 +575,160 @@ export interface operations {
             };
         };
     };
+    headListPets: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of animals returned. */
+                limit?: number;
+                /** @description Return only animals with this status. */
+                status?: components["schemas"]["PetStatus"];
+                /** @description Where the page starts: the `cursor` of the previous page's `Link: <…>; rel="next"` URL, which is the easiest way to use it. Opaque. It belongs to the `status` filter it was issued with; with another filter it is refused. */
+                cursor?: string;
+            };
+            header?: {
+                /** @description ETags of representations the client holds, e.g. `"5fT0aT1xk2sBRnqS0dHk1RjXzZQ"`; when one matches, the answer is 304 without a body. */
+                "if-none-match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of animals: a JSON array, as the contract says; the next page, if any, is in `Link`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Present when more animals follow: `<https://api.example.com/v1/pets?limit=20&status=available&cursor=…>; rel="next"` (RFC 8288). Pages are keyset by `id`, so walking them while animals are added never repeats or skips one. Absent on the last page. */
+                    Link?: string;
+                    /** @description Strong validator of this response; send it back in `If-None-Match`. */
+                    ETag: string;
+                    /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
+                    "Cache-Control": "private, no-cache";
+                    /** @description `Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured. */
+                    Vary: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified: the `If-None-Match` ETag is current. No body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Present when more animals follow: `<https://api.example.com/v1/pets?limit=20&status=available&cursor=…>; rel="next"` (RFC 8288). Pages are keyset by `id`, so walking them while animals are added never repeats or skips one. Absent on the last page. */
+                    Link?: string;
+                    /** @description Strong validator of this response; send it back in `If-None-Match`. */
+                    ETag: string;
+                    /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
+                    "Cache-Control": "private, no-cache";
+                    /** @description `Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured. */
+                    Vary: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `limit`, `status` or `cursor` is not valid or repeated, `cursor` belongs to another `status`, or an unknown query parameter was sent (`invalid_request`). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The API key is missing or not valid (`unauthorized`). */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
+                    "WWW-Authenticate": string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The API key is valid but does not have the `pets:read` scope (`forbidden`). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Bearer challenge (RFC 6750 §3.1) naming the scope the key lacks. */
+                    "WWW-Authenticate": "Bearer realm=\"petstore\", error=\"insufficient_scope\", scope=\"pets:read\"";
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any method other than GET, HEAD and POST on `/pets` is answered 405 `method_not_allowed` with `Allow: GET, HEAD, POST`. */
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            417: components["responses"]["ExpectationFailed"];
+            /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            /** @description A fault in the service (`internal_error`). */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The database is not answering (`unavailable`), or the server has more work than it can do quickly (`overloaded`). */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     getPet: {
         parameters: {
             query?: never;
@@ -816,6 +978,240 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    headGetPet: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description ETags of representations the client holds, e.g. `"5fT0aT1xk2sBRnqS0dHk1RjXzZQ"`; when one matches, the answer is 304 without a body. */
+                "if-none-match"?: string;
+            };
+            path: {
+                /** @description ID of the animal to retrieve. */
+                petId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The animal. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
+                    /** @description Strong validator of this response; send it back in `If-None-Match`. */
+                    ETag: string;
+                    /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
+                    "Cache-Control": "private, no-cache";
+                    /** @description `Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured. */
+                    Vary: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified: the `If-None-Match` ETag is current. No body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
+                    /** @description Strong validator of this response; send it back in `If-None-Match`. */
+                    ETag: string;
+                    /** @description `private, no-cache`: a client may keep the response but must revalidate it (a 304 when unchanged). */
+                    "Cache-Control": "private, no-cache";
+                    /** @description `Authorization`: the answer is for one API key. `Origin, Authorization` when CORS is configured. */
+                    Vary: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `petId` is not the decimal text of an integer from 1 to 9223372036854775807, or a query parameter was sent: getPet takes none (`invalid_request`). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset?: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The API key is missing or not valid (`unauthorized`). */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
+                    /** @description Bearer challenge (RFC 6750): `Bearer realm="petstore"`, with `error="invalid_token"` when a key was sent but is not valid. */
+                    "WWW-Authenticate": string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The API key is valid but does not have the `pets:read` scope (`forbidden`). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
+                    /** @description Bearer challenge (RFC 6750 §3.1) naming the scope the key lacks. */
+                    "WWW-Authenticate": "Bearer realm=\"petstore\", error=\"insufficient_scope\", scope=\"pets:read\"";
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No animal has this id (`not_found`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any method other than GET and HEAD on `/pets/{petId}` is answered 405 `method_not_allowed` with `Allow: GET, HEAD`. */
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            /** @description The sunset date has passed and the operation is removed (`gone`). */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            417: components["responses"]["ExpectationFailed"];
+            /** @description Too many requests for this API key, or too many failed authentications from this address (`rate_limited`). */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            /** @description A fault in the service (`internal_error`). */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link: string;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The database is not answering (`unavailable`), or the server has more work than it can do quickly (`overloaded`). */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description When the operation was deprecated, as `@<unix seconds>` (RFC 9745). */
+                    Deprecation?: string;
+                    /** @description When the operation will be removed (RFC 8594). */
+                    Sunset?: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    /** @description The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`. */
+                    Link?: string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
+                    RateLimit?: string;
+                    /** @description `no-store`: an error is never kept by any cache. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
