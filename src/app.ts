@@ -82,7 +82,7 @@ export async function buildApp({
     },
     routerOptions: { maxParamLength: 100 },
     trustProxy: typeof trustProxy === 'number' ? (_address: string, hop: number) => hop < trustProxy : trustProxy,
-    serverFactory: (handler) => createHttpServer(handler, { timeouts: config.timeouts, tls }, logger),
+    serverFactory: (handler) => createHttpServer(handler, { timeouts: config.timeouts, tls, addresses: { log: config.logClientAddress, behindProxy: config.trustProxy !== false } }, logger),
   })
 
   const sharedSchemas = [ErrorSchema, NewPetSchema, PetSchema]

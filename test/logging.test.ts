@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
 import fs from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
@@ -200,6 +201,31 @@ for (const engine of DIRECT_ENGINES) {
       const lines = await requestLinesOf(direct.testApp, async () => (await fetch(`${address}/v1/pets`, { headers: { authorization: `Bearer ${direct.key}` } })).text())
       assert.deepEqual(addressesOf(lines), [{ status: 200, clientAddress: '127.0.0.1', peerAddress: undefined }])
     })
+
+    // Answered before Fastify has a request, so no forwarded address is read: behind a proxy the peer is that.
+    for (const [fixture, expected] of [
+      [() => direct, { clientAddress: '127.0.0.1', peerAddress: undefined }],
+      [() => behindProxy, { clientAddress: undefined, peerAddress: '127.0.0.1' }],
+      [() => turnedOff, { clientAddress: undefined, peerAddress: undefined }],
+    ] as const) {
+      it(`names the TCP peer in the lines of answers given before Fastify (417, CONNECT) as ${JSON.stringify(expected)}`, async () => {
+        const { testApp } = fixture()
+        // The direct app may listen already, from the test above.
+        if (!testApp.app.server.listening) await testApp.app.listen({ port: 0, host: '127.0.0.1' })
+        const { port } = testApp.app.server.address() as net.AddressInfo
+        const lines = await requestLinesOf(testApp, async () => {
+          for (const head of ['GET /v1/pets HTTP/1.1\r\nHost: x\r\nExpect: something\r\n\r\n', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n']) {
+            const socket = net.connect(port, '127.0.0.1')
+            socket.end(head)
+            await once(socket.resume(), 'close')
+          }
+        })
+        assert.deepEqual(addressesOf(lines), [
+          { status: 417, ...expected },
+          { status: 405, ...expected },
+        ])
+      })
+    }
   })
 }
 

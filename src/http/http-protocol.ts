@@ -57,6 +57,11 @@ function sameLetters(name: string, lower: string): boolean {
 
 export interface HttpServerOptions {
   timeouts: { requestMs: number; headersMs: number; keepAliveMs: number }
+  /**
+   * Whether lines name the client's address (LOG_CLIENT_ADDRESS), and whether TRUST_PROXY names proxies:
+   * before Fastify has a request, no forwarded address is read, so the TCP peer is the client only without.
+   */
+  addresses: { log: boolean; behindProxy: boolean }
   /** Serve HTTPS with this pair (src/http/tls.ts); absent: plain HTTP. */
   tls?: CertificatePair
 }
@@ -173,7 +178,13 @@ function lingerBeforeClosing(socket: AnsweringSocket): void {
  * The Node server under Fastify: the timeouts that cut slow clients off, and every answer Node would
  * otherwise give by itself (or not give) in the service's error shape.
  */
-export function createHttpServer(handler: RequestListener, { timeouts, tls }: HttpServerOptions, logger: FastifyBaseLogger): Server {
+export function createHttpServer(handler: RequestListener, { timeouts, tls, addresses }: HttpServerOptions, logger: FastifyBaseLogger): Server {
+  // The same fields as src/http/request-log.ts writes, as far as the socket tells them.
+  const addressOf = (socket: Duplex): Record<string, string | undefined> => {
+    if (!addresses.log) return {}
+    const peer = (socket as Partial<Socket>).remoteAddress
+    return addresses.behindProxy ? { peerAddress: peer } : { clientAddress: peer }
+  }
   const options = {
     requestTimeout: timeouts.requestMs,
     headersTimeout: timeouts.headersMs,
@@ -207,7 +218,7 @@ export function createHttpServer(handler: RequestListener, { timeouts, tls }: Ht
     socket[CURRENT_ANSWER] = response
     const error = new ApiError('expectation_failed', 'The only expectation this service meets is "Expect: 100-continue".')
     const { headers, text } = closingAnswer(error, request.socket)
-    logger.info({ reqId: headers['X-Request-Id'], method: request.method, route: null, status: error.status, code: error.code }, 'request')
+    logger.info({ reqId: headers['X-Request-Id'], method: request.method, route: null, status: error.status, code: error.code, ...addressOf(request.socket) }, 'request')
     response.writeHead(error.status, headers).end(text)
   })
   // Node hands CONNECT to this event and closes the connection unanswered when nothing listens.
@@ -218,7 +229,7 @@ export function createHttpServer(handler: RequestListener, { timeouts, tls }: Ht
     socket.once('end', () => socket.destroy())
     // An empty Allow: no method applies to an authority (RFC 9110 §10.2.1). This is not a proxy.
     const error = new ApiError('method_not_allowed', 'CONNECT is not supported: this server is not a proxy.', { allow: '' })
-    logger.info({ method: 'CONNECT', route: null, status: error.status, code: error.code }, 'request')
+    logger.info({ method: 'CONNECT', route: null, status: error.status, code: error.code, ...addressOf(socket) }, 'request')
     answerOnSocket(socket, error)
   })
   return server

@@ -143,7 +143,7 @@ async function startServer(timeouts = TIMEOUTS): Promise<TestServer> {
       if (path.startsWith('/stream/')) response.writeHead(200, { 'content-type': 'text/plain' }).write('first ')
       held.set(path, response)
     },
-    { timeouts },
+    { timeouts, addresses: { log: true, behindProxy: false } },
     pino({ level: 'silent' }),
   )
   server.on('clientError', clientErrorHandler)

@@ -445,7 +445,7 @@ async function startReloading(files: { certFile: string; keyFile: string }, ca: 
   const lines: Record<string, unknown>[] = []
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) })
   const pair = readCertificatePair(files)
-  const server = createHttpServer((_request, response) => response.end('ok'), { timeouts: { requestMs: 10_000, headersMs: 5_000, keepAliveMs: 60_000 }, tls: pair }, logger)
+  const server = createHttpServer((_request, response) => response.end('ok'), { timeouts: { requestMs: 10_000, headersMs: 5_000, keepAliveMs: 60_000 }, tls: pair, addresses: { log: true, behindProxy: false } }, logger)
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   const reloading = reloadCertificates(server, files, pair, logger)
