@@ -63,10 +63,24 @@ const PROCESS_TESTS = [
 ]
 
 /**
- * The faults of the databases and of the process under load, the same on every Node line:
- * `PETSTORE_TEST_FAULTS=off` leaves them out, as CI does on Node 24 and 22 (README, Tests).
+ * The suites whose subject is the same on every Node line: the faults of the databases and of the process
+ * under load, nginx in front, the pages in Chromium, the README's examples, the package's contents.
+ * `PETSTORE_TEST_ONCE=off` leaves them out, as CI does on Node 24 and 22 (README, Tests).
  */
-const FAULT_TESTS = ['fault-matrix.test.ts']
+const ONCE_TESTS = [
+  'fault-matrix.test.ts',
+  'http/cors-browser.test.ts',
+  'http/docs-browser.test.ts',
+  'ops/nginx.test.ts',
+  'package.test.ts',
+  'readme.test.ts',
+]
+
+/**
+ * The longest files, started first: two at a time, one started last would run on alone at the end.
+ * The others follow in alphabetical order.
+ */
+const LONGEST_FIRST = ['fault-matrix.test.ts', 'probes.test.ts', 'cli.test.ts', 'cli-errors.test.ts', 'http/tls.test.ts', 'tracing/tracing.test.ts']
 
 const TEST_DIR = import.meta.dirname
 const args = process.argv.slice(2)
@@ -82,15 +96,22 @@ function testFiles(dir: string): string[] {
     .sort()
 }
 
-for (const file of [...PROCESS_TESTS, ...FAULT_TESTS]) {
+for (const file of [...PROCESS_TESTS, ...ONCE_TESTS, ...LONGEST_FIRST]) {
   if (!fs.existsSync(path.join(TEST_DIR, file))) throw new Error(`test/run.ts names ${file}, which does not exist`)
 }
 const all = (given.length === 0 ? [TEST_DIR] : given).flatMap((arg) => (fs.statSync(arg).isDirectory() ? testFiles(arg) : [arg]))
-const named = (list: string[]) => (file: string) => list.includes(path.relative(TEST_DIR, path.resolve(file)))
-const faultsOff = process.env.PETSTORE_TEST_FAULTS === 'off'
-const files = all.filter((file) => !(fast && named(PROCESS_TESTS)(file)) && !(faultsOff && named(FAULT_TESTS)(file)))
+const relative = (file: string) => path.relative(TEST_DIR, path.resolve(file))
+const named = (list: string[]) => (file: string) => list.includes(relative(file))
+const onceOff = process.env.PETSTORE_TEST_ONCE === 'off'
+const rank = (file: string) => {
+  const index = LONGEST_FIRST.indexOf(relative(file))
+  return index === -1 ? LONGEST_FIRST.length : index
+}
+const files = all
+  .filter((file) => !(fast && named(PROCESS_TESTS)(file)) && !(onceOff && named(ONCE_TESTS)(file)))
+  .sort((a, b) => rank(a) - rank(b))
 if (fast) process.stderr.write(`Fast run: ${files.length} test files, leaving out those that start processes.\n`)
-if (faultsOff) process.stderr.write(`PETSTORE_TEST_FAULTS=off: ${FAULT_TESTS.join(', ')} left out.\n`)
+if (onceOff) process.stderr.write(`PETSTORE_TEST_ONCE=off: ${ONCE_TESTS.join(', ')} left out.\n`)
 
 const startedAt = performance.now()
 const noPostgres = postgresOff()
