@@ -186,6 +186,7 @@ describe('nginx in front of two instances, with ops/nginx/petstore.conf', { skip
     const answers = new Map<string, number>()
     const problems: string[] = []
     const acknowledged = new Map<string, string>()
+    const raced: { kind: Kind; headers: Record<string, string>; body: string }[] = []
     let running = true
     const loop = async (i: number) => {
       const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca })
@@ -205,6 +206,13 @@ describe('nginx in front of two instances, with ops/nginx/petstore.conf', { skip
             continue
           }
           answers.set(`${kind} ${answer.status}`, (answers.get(`${kind} ${answer.status}`) ?? 0) + 1)
+          // The one 502 HTTP leaves possible (docs/operations.md, Behind nginx): a POST sent on a connection the
+          // kernel completed in the instant the instance stopped listening, reset after it was sent, which
+          // nginx must not send twice. Rare (none in most runs), never for a read; a keyed one is retried below.
+          if (creates && answer.status === 502) {
+            raced.push({ kind, headers, body: createBody(name) })
+            continue
+          }
           if (!DOCUMENTED[kind].includes(answer.status)) problems.push(`${kind}: ${answer.status} ${answer.text.slice(0, 200)}`)
           const wrong = misshapen(answer)
           if (wrong !== undefined) problems.push(`${kind} ${answer.status}: ${wrong}`)
@@ -240,6 +248,14 @@ describe('nginx in front of two instances, with ops/nginx/petstore.conf', { skip
     assert.deepEqual(problems.slice(0, 20), [], `${problems.length} answers out of contract (${counts}); nginx:\n${nginx?.errors().slice(-30).join('\n')}`)
     // A restart nginx never noticed proved nothing: each left requests to be sent elsewhere.
     assert.ok(retried.length > 0, 'no request was retried on the other instance')
+    const posts = [...answers].filter(([answer]) => answer.includes('create')).reduce((sum, [, n]) => sum + n, 0)
+    assert.ok(raced.length <= Math.ceil(posts / 1_000), `${raced.length} creates answered 502 out of ${posts}`)
+    // A client with an Idempotency-Key retries such a 502 with it, and gets its one pet.
+    for (const { kind, headers, body } of raced.filter((create) => create.kind === 'keyed create')) {
+      const retry = await send('POST', '/v1/pets', { headers, body })
+      assert.equal(retry.status, 201, `${kind} retried after a 502: ${retry.status} ${retry.text}`)
+      acknowledged.set(String((JSON.parse(retry.text) as { id: number }).id), retry.text)
+    }
 
     const stored = new Map<string, string>()
     const agent = new https.Agent({ keepAlive: true, ca })
