@@ -94,10 +94,11 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   })
   // Each worker serves TLS with its own copy of the certificate and watches its files; SIGHUP, sent to
   // the primary (systemd's ExecReload, an operator's kill -HUP), would otherwise end it and the service.
-  // Only to workers that listen: one still starting would be ended by it, and reads the files itself.
+  // Passed on as a message, which a worker still starting ignores (it reads the files itself) where a
+  // signal would end it.
   process.on('SIGHUP', () => {
     if (config.tls === undefined) logger.info('SIGHUP: no TLS certificate to reload; still serving')
-    else for (const worker of alive) if (listening.has(worker)) worker.process.kill('SIGHUP')
+    else for (const worker of alive) if (worker.isConnected()) worker.send(HANGUP, ignoreSendError)
   })
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.on(signal, () => {
@@ -117,6 +118,24 @@ export const isWorker = (): boolean => cluster.isWorker
 const ignoreSendError = (): void => {}
 
 const STOPPED_LISTENING = 'petstore:stopped-listening'
+const HANGUP = 'petstore:hangup'
+
+/**
+ * Calls `listener` on each SIGHUP the service is sent: in a cluster worker, when its primary passes one
+ * on (a worker ignores the signal itself, src/cli/serve.cli.ts); otherwise on the signal. Returns the
+ * unsubscription.
+ */
+export function onHangup(listener: () => void): () => void {
+  if (!cluster.isWorker) {
+    process.on('SIGHUP', listener)
+    return () => process.off('SIGHUP', listener)
+  }
+  const onMessage = (message: unknown) => {
+    if (message === HANGUP) listener()
+  }
+  process.on('message', onMessage)
+  return () => process.off('message', onMessage)
+}
 const ALL_STOPPED_LISTENING = 'petstore:all-stopped-listening'
 
 /**

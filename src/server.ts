@@ -5,7 +5,7 @@ import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
-import { isWorker, noWorkerListening } from './cluster.js'
+import { isWorker, noWorkerListening, onHangup } from './cluster.js'
 import type { Config } from './config.js'
 import { followConnections } from './http/connection-drain.js'
 import { createMetrics } from './http/metrics.js'
@@ -59,19 +59,24 @@ export async function startServer(
     metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger, readiness)
   }
   const connections = followConnections(app.server)
+  // Before listening: once a client can connect, a renewal or a SIGHUP is acted on.
+  const reloading = config.tls === undefined || certificates === undefined ? undefined : reloadCertificates(app.server, config.tls, certificates, logger)
+  const offHangup = reloading === undefined ? undefined : onHangup(() => reloading.reload('SIGHUP'))
+  if (reloading !== undefined) metrics.watchCertificate(() => reloading.serving().notAfter)
   try {
     // Node's default backlog (511) overflows when hundreds of clients connect at once: the kernel
     // then drops their SYNs and each waits 1 s or more to retry before it is even accepted.
     await app.listen({ port: config.port, host: config.host, backlog: config.listenBacklog, listenTextResolver: listenText(certificates !== undefined) })
   } catch (error) {
+    offHangup?.()
+    reloading?.close()
     await metricsListener?.close()
     throw error
   }
-  const reloading = config.tls === undefined || certificates === undefined ? undefined : reloadCertificates(app.server, config.tls, certificates, logger)
-  if (reloading !== undefined) metrics.watchCertificate(() => reloading.serving().notAfter)
   return {
     app,
     async close() {
+      offHangup?.()
       reloading?.close()
       // The load balancer learns from /readyz that this instance is going and stops sending new
       // connections, while the connections it has keep being served as usual: one closed now would
@@ -182,7 +187,8 @@ export function closeOnSignals(
   process.on('SIGTERM', onStop)
   // A cluster worker stops when its primary says so (src/cli/serve.cli.ts).
   if (!worker) process.on('SIGINT', onStop)
-  if (config.tls === undefined) process.on('SIGHUP', () => logger.info('SIGHUP: no TLS certificate to reload; still serving'))
+  // With TLS, SIGHUP reloads the certificate (startServer); a worker's primary answers it (src/cluster.ts).
+  if (config.tls === undefined && !worker) process.on('SIGHUP', () => logger.info('SIGHUP: no TLS certificate to reload; still serving'))
 }
 
 /**

@@ -133,19 +133,20 @@ describe('signals as supervisors send them', { concurrency: 3 }, () => {
 
 describe('SIGHUP', () => {
   for (const how of ['node', 'node --workers 2'] as const) {
-    it(`never stops a plain-HTTP server (${how}): there is nothing to reload, and it says so`, { timeout: 60_000 }, async () => {
-      const server = await launch(how)
-      process.kill(server.pid, 'SIGHUP')
-      await sleep(500)
-      const response = await fetch(`http://127.0.0.1:${server.port}/healthz`)
-      assert.equal(response.status, 200)
-      assert.ok(
-        logLines(server.output()).some((line) => line.msg === 'SIGHUP: no TLS certificate to reload; still serving'),
-        server.output(),
-      )
-      process.kill(server.pid, 'SIGTERM')
-      assert.deepEqual(await server.exited, { code: 0, signal: null })
-    })
+    for (const to of ['process', 'process group'] as const) {
+      it(`never stops a plain-HTTP server (${how}, sent to the ${to}): there is nothing to reload, and it says so once`, { timeout: 60_000 }, async () => {
+        const server = await launch(how)
+        // A terminal that closes sends it to the group: the workers leave it to their primary.
+        process.kill(to === 'process' ? server.pid : -server.pid, 'SIGHUP')
+        await sleep(500)
+        const response = await fetch(`http://127.0.0.1:${server.port}/healthz`)
+        assert.equal(response.status, 200)
+        const said = logLines(server.output()).filter((line) => line.msg === 'SIGHUP: no TLS certificate to reload; still serving')
+        assert.equal(said.length, 1, server.output())
+        process.kill(server.pid, 'SIGTERM')
+        assert.deepEqual(await server.exited, { code: 0, signal: null })
+      })
+    }
   }
 })
 

@@ -28,8 +28,10 @@ export async function serveCommand(args: string[], io: CliIo): Promise<'serving'
   const config = loadConfig(io.env, io.cwd)
   await checkHostsResolve(config)
   const logger = createLogger(config)
+  // SIGHUP never ends the service, even before it serves: a certificate is read as the server starts.
+  process.on('SIGHUP', () => {})
   // A cluster worker stops when its primary says so (SIGTERM). Ctrl-C in a terminal also sends SIGINT to
-  // every worker directly, from the start, and the primary decides.
+  // every worker directly, from the start, and the primary decides; it also passes SIGHUP on (src/cluster.ts).
   if (isWorker()) process.on('SIGINT', () => {})
   if (!isWorker()) {
     stopWithNpm(io.env, logger)

@@ -101,7 +101,7 @@ const SETTLE_MS = 500
 const POLL_MS = 1_000
 
 /**
- * Reloads the pair when a file at its paths changes, or on SIGHUP. The paths are followed, not the files
+ * Reloads the pair when a file at its paths changes, or when asked (`reload`, on SIGHUP). The paths are followed, not the files
  * or folders found there at start: each is looked up afresh, through its symbolic links, so that a new
  * file, a swapped link (certbot's `live/`, Kubernetes' `..data`) and a folder replaced or removed and made
  * again are all seen. A pair that cannot be read, or does not match, keeps the one in use and is logged as
@@ -113,7 +113,7 @@ export function reloadCertificates(
   files: TlsFiles,
   serving: CertificatePair,
   logger: FastifyBaseLogger,
-): { serving(): CertificatePair; close(): void } {
+): { serving(): CertificatePair; reload(reason: string): void; close(): void } {
   let current = serving
   let failing = false
   const reload = (reason: string) => {
@@ -145,16 +145,14 @@ export function reloadCertificates(
   // Polled: an inotify watch follows the folder it was set on, and misses the folder renamed away or removed and made again.
   const paths = [...new Set([files.certFile, files.keyFile])]
   for (const file of paths) fs.watchFile(file, { interval: POLL_MS, persistent: false }, settle)
-  const onHangup = () => reload('SIGHUP')
-  process.on('SIGHUP', onHangup)
   // A renewal between the first read and the first look would otherwise go unseen until the next one.
   reload('files changed while starting')
   return {
     serving: () => current,
+    reload,
     close() {
       clearTimeout(timer)
       for (const file of paths) fs.unwatchFile(file, settle)
-      process.off('SIGHUP', onHangup)
     },
   }
 }

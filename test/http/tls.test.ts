@@ -9,6 +9,7 @@ import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import tls from 'node:tls'
 import { BIN, type NodeProcess, spawnNode } from '../../scripts/petstore-process.js'
+import { onHangup } from '../../src/cluster.js'
 import { loadConfig } from '../../src/config.js'
 import pino from 'pino'
 import { createHttpServer } from '../../src/http/http-protocol.js'
@@ -286,37 +287,42 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
     }
   })
 
-  it('reloads on SIGHUP, every worker of --workers through its primary, and keeps running', { timeout: 120_000 }, async () => {
-    const dir = trackedTempDir('petstore-tls-')
-    const [first, second] = [makeCertificate(dir, 'first'), makeCertificate(dir, 'second')]
-    const ca = [first.pem, second.pem]
-    const live = liveFolder(dir, first)
-    const server = await startTlsServer(dir, live, ca, { args: ['--workers', '2'] })
-    try {
-      await untilBothWorkersListen(server)
-      fs.copyFileSync(second.certFile, first.certFile)
-      fs.copyFileSync(second.keyFile, first.keyFile)
-      server.child.kill('SIGHUP')
-      await untilServed(server.port, ca, second.fingerprint, 'SIGHUP did not reload the certificate')
-      // A worker whose look at the files came first finds the pair unchanged on SIGHUP, and says so.
-      const answeredHangup = () =>
-        new Set([...logLines(server, 'TLS certificate reloaded'), ...logLines(server, 'TLS certificate unchanged')].filter((line) => line.reason === 'SIGHUP').map((line) => line.pid))
-      await within(
-        (async () => {
-          while (answeredHangup().size < 2) await sleep(50)
-        })(),
-        20_000,
-        () => `not both workers answered SIGHUP:\n${server.output()}`,
-      )
-      assert.equal(logLines(server, 'TLS certificate reloaded').length, 2, server.output())
-      // Connections are spread over both workers: every new one now gets the new certificate.
-      for (let i = 0; i < 10; i++) assert.equal(await servedFingerprint(server.port, ca), second.fingerprint)
-      assert.equal(server.exit, undefined, 'SIGHUP does not stop the service')
-      assert.equal((await get(server.port, '/healthz', { ca })).status, 200)
-    } finally {
-      await stop(server)
-    }
-  })
+  for (const to of ['primary', 'process group'] as const) {
+    it(`reloads on SIGHUP sent to the ${to}, every worker of --workers once, through its primary, and keeps running`, { timeout: 120_000 }, async () => {
+      const dir = trackedTempDir('petstore-tls-')
+      const [first, second] = [makeCertificate(dir, 'first'), makeCertificate(dir, 'second')]
+      const ca = [first.pem, second.pem]
+      const live = liveFolder(dir, first)
+      const server = await startTlsServer(dir, live, ca, { args: ['--workers', '2'] })
+      try {
+        await untilBothWorkersListen(server)
+        fs.copyFileSync(second.certFile, first.certFile)
+        fs.copyFileSync(second.keyFile, first.keyFile)
+        // A terminal that closes sends it to the group: the workers leave it to their primary.
+        process.kill(to === 'primary' ? server.pid : -server.pid, 'SIGHUP')
+        await untilServed(server.port, ca, second.fingerprint, 'SIGHUP did not reload the certificate')
+        // A worker whose look at the files came first finds the pair unchanged on SIGHUP, and says so.
+        const answeredHangup = () =>
+          new Set([...logLines(server, 'TLS certificate reloaded'), ...logLines(server, 'TLS certificate unchanged')].filter((line) => line.reason === 'SIGHUP').map((line) => line.pid))
+        await within(
+          (async () => {
+            while (answeredHangup().size < 2) await sleep(50)
+          })(),
+          20_000,
+          () => `not both workers answered SIGHUP:\n${server.output()}`,
+        )
+        assert.equal(logLines(server, 'TLS certificate reloaded').length, 2, server.output())
+        // Connections are spread over both workers: every new one now gets the new certificate.
+        for (let i = 0; i < 10; i++) assert.equal(await servedFingerprint(server.port, ca), second.fingerprint)
+        assert.equal(server.exit, undefined, 'SIGHUP does not stop the service')
+        assert.equal((await get(server.port, '/healthz', { ca })).status, 200)
+        // Once each: a worker that acted on the group's signal as well would have logged the pair unchanged.
+        assert.equal(answeredHangup().size, logLines(server, 'TLS certificate reloaded').length + logLines(server, 'TLS certificate unchanged').length, server.output())
+      } finally {
+        await stop(server)
+      }
+    })
+  }
 
   it('exports the notAfter of the served certificate once, not summed over --workers, and the renewed one after a renewal', { timeout: 120_000 }, async () => {
     const dir = trackedTempDir('petstore-tls-')
@@ -449,12 +455,15 @@ async function startReloading(files: { certFile: string; keyFile: string }, ca: 
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   const reloading = reloadCertificates(server, files, pair, logger)
+  // As startServer wires it (src/server.ts): this process is no cluster worker, so the signal itself.
+  const offHangup = onHangup(() => reloading.reload('SIGHUP'))
   return {
     port: (server.address() as net.AddressInfo).port,
     ca,
     logged: (message) => lines.filter((line) => line.msg === message),
     notAfter: () => reloading.serving().notAfter,
     close() {
+      offHangup()
       reloading.close()
       server.closeAllConnections()
       server.close()
