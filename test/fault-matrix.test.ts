@@ -14,7 +14,7 @@ import { createKey, errorShape } from '../scripts/petstore-process.js'
 import { type Certificate, HALF_CLIENT_HELLO, makeCertificate, opensslSkip, servedFingerprint, stalledHandshake } from './certificates.js'
 import type { Engine } from './helper.js'
 import { type EmbeddedServer, POOLER_SKIP, TEST_POSTGRES_URL, createPostgresDatabase, startEmbeddedPostgres } from './postgres.js'
-import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir, within } from './processes.js'
+import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir, until, within } from './processes.js'
 
 /*
  * Every kind of request the service serves, under load, against every fault it promises to survive,
@@ -613,10 +613,8 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
         assert.ok(certificates !== undefined && ca !== undefined)
         for (const name of ['second', 'third']) {
           const { fingerprint } = certificates.swap(name)
-          await within(
-            (async () => {
-              while ((await servedFingerprint(service.port, ca)) !== fingerprint) await sleep(50)
-            })(),
+          await until(
+            async () => (await servedFingerprint(service.port, ca)) === fingerprint,
             CERTIFICATE_SERVED_WITHIN_MS,
             () => `new connections were not given the ${name} certificate put in the swapped folder`,
           )

@@ -206,6 +206,18 @@ export async function within<T>(promise: Promise<T>, ms: number, what: () => str
   }
 }
 
+/**
+ * Polls `done` every `everyMs` until it answers true; fails after `ms`, naming `what`. Unlike a loop raced
+ * by `within`, nothing is left polling after the failure, holding the test file's process open.
+ */
+export async function until(done: () => boolean | Promise<boolean>, ms: number, what: () => string, everyMs = 50): Promise<void> {
+  const deadline = performance.now() + ms
+  while (!(await done())) {
+    if (performance.now() > deadline) throw new Error(`${what()} (waited ${ms} ms)`)
+    await sleep(everyMs)
+  }
+}
+
 /** Sends `signal` and waits, bounded, for the process to end; SIGKILLs it if it will not. */
 export async function stopServer(
   server: ServerProcess,

@@ -16,7 +16,7 @@ import { createHttpServer } from '../../src/http/http-protocol.js'
 import { createMetrics } from '../../src/http/metrics.js'
 import { STRICT_TRANSPORT_SECURITY, clearTextWarning, readCertificatePair, reloadCertificates } from '../../src/http/tls.js'
 import { type Certificate, HALF_CLIENT_HELLO, makeCertificate, opensslSkip, servedFingerprint, stalledHandshake } from '../certificates.js'
-import { cleanupProcesses, freePort, runCli, trackedTempDir, within } from '../processes.js'
+import { cleanupProcesses, freePort, runCli, trackedTempDir, until, within } from '../processes.js'
 
 // HTTPS served by the service itself (TLS_CERT_FILE, TLS_KEY_FILE), over real TLS connections, with
 // certificates made here by the openssl command. The transport does not depend on the database engine:
@@ -114,17 +114,15 @@ async function startTlsServer(
   const server = Object.assign(started, { port, metricsPort, log: () => started.output().split('\n') })
   cleanupAfter(started)
   // Starting is not what these tests assert: --workers forks on a busy machine have taken over 10 s.
-  await within(
-    (async () => {
-      for (;;) {
-        if (started.exit !== undefined) throw new Error(`the server exited:\n${started.output()}`)
-        const answer = await get(port, '/healthz', { ca }).catch(() => undefined)
-        if (answer?.status === 200) return
-        await sleep(100)
-      }
-    })(),
+  await until(
+    async () => {
+      if (started.exit !== undefined) throw new Error(`the server exited:\n${started.output()}`)
+      const answer = await get(port, '/healthz', { ca }).catch(() => undefined)
+      return answer?.status === 200
+    },
     30_000,
     () => `the server did not answer over HTTPS:\n${started.output()}`,
+    100,
   )
   return server
 }
@@ -154,10 +152,8 @@ async function stop(server: TlsServer): Promise<void> {
  * the new files itself.
  */
 async function untilBothWorkersListen(server: TlsServer): Promise<void> {
-  await within(
-    (async () => {
-      while (logLines(server, `Server listening at https://127.0.0.1:${server.port}`).length < 2) await sleep(50)
-    })(),
+  await until(
+    () => logLines(server, `Server listening at https://127.0.0.1:${server.port}`).length >= 2,
     30_000,
     () => `not both workers listen:\n${server.output()}`,
   )
@@ -165,10 +161,8 @@ async function untilBothWorkersListen(server: TlsServer): Promise<void> {
 
 /** Polls new connections until one is given `fingerprint`. */
 async function untilServed(port: number, ca: Buffer[], fingerprint: string, what: string): Promise<void> {
-  await within(
-    (async () => {
-      while ((await servedFingerprint(port, ca)) !== fingerprint) await sleep(50)
-    })(),
+  await until(
+    async () => (await servedFingerprint(port, ca)) === fingerprint,
     20_000,
     () => what,
   )
@@ -304,10 +298,8 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
         // A worker whose look at the files came first finds the pair unchanged on SIGHUP, and says so.
         const answeredHangup = () =>
           new Set([...logLines(server, 'TLS certificate reloaded'), ...logLines(server, 'TLS certificate unchanged')].filter((line) => line.reason === 'SIGHUP').map((line) => line.pid))
-        await within(
-          (async () => {
-            while (answeredHangup().size < 2) await sleep(50)
-          })(),
+        await until(
+          () => answeredHangup().size >= 2,
           20_000,
           () => `not both workers answered SIGHUP:\n${server.output()}`,
         )
@@ -336,10 +328,8 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
       await untilBothWorkersListen(server)
       assert.deepEqual(await scraped(), [notAfterOf(first)])
       live.renew(second)
-      await within(
-        (async () => {
-          while (logLines(server, 'TLS certificate reloaded').length < 2) await sleep(50)
-        })(),
+      await until(
+        () => logLines(server, 'TLS certificate reloaded').length >= 2,
         20_000,
         () => `not both workers reloaded:\n${server.output()}`,
       )
@@ -358,10 +348,8 @@ describe('TLS served by the service', { skip: opensslSkip }, () => {
     try {
       // The new certificate with the old key: a half-finished renewal, or a mistake.
       live.renew({ ...second, keyFile: first.keyFile })
-      await within(
-        (async () => {
-          while (logLines(server, 'TLS certificate not reloaded: still serving the previous one').length === 0) await sleep(50)
-        })(),
+      await until(
+        () => logLines(server, 'TLS certificate not reloaded: still serving the previous one').length > 0,
         20_000,
         () => `no error was logged:\n${server.output()}`,
       )

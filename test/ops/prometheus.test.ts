@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { ROOT, createKey } from '../../scripts/petstore-process.js'
 import { makeCertificate, opensslSkip } from '../certificates.js'
 import { createTestDatabase } from '../helper.js'
-import { cleanupProcesses, freePort, runCommand, startServer, stopServer, trackedTempDir, within } from '../processes.js'
+import { cleanupProcesses, freePort, runCommand, startServer, stopServer, trackedTempDir, until, within } from '../processes.js'
 
 // What an operator installs from ops/: the Prometheus rules, checked and unit-tested by promtool, then
 // loaded with the Grafana dashboard's queries into a real Prometheus that scrapes a real service.
@@ -172,18 +172,16 @@ async function startPrometheus(dir: string, target: string): Promise<{ url: stri
     })
   }
   try {
-    await within(
-      (async () => {
-        for (;;) {
-          if (child.exitCode !== null) throw new Error(`prometheus exited:\n${output}`)
-          const ready = await fetch(`${url}/-/ready`).catch(() => undefined)
-          await ready?.arrayBuffer()
-          if (ready?.status === 200) return
-          await sleep(100)
-        }
-      })(),
+    await until(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`prometheus exited:\n${output}`)
+        const ready = await fetch(`${url}/-/ready`).catch(() => undefined)
+        await ready?.arrayBuffer()
+        return ready?.status === 200
+      },
       20_000,
       () => `prometheus was not ready:\n${output}`,
+      100,
     )
   } catch (error) {
     child.kill('SIGKILL')
