@@ -4,14 +4,14 @@ import { containsKey } from './api-keys/api-keys.format.js'
 import { createAuthFailuresCounter, createRateLimitedCounter } from './api-keys/api-keys.metrics.js'
 import { registerRateLimits } from './api-keys/api-keys.rate-limit.js'
 import { createApiKeysService } from './api-keys/api-keys.service.js'
-import { type Clock, systemClock } from './clock.js'
+import { type Clock, systemClock } from './shared/clock.js'
 import type { Config } from './config.js'
 import { registerCors } from './http/cors.js'
 import { registerDocsRoutes } from './http/docs.routes.js'
 import { ApiError } from './errors.js'
 import { collectRouteMethods, registerErrorHandling, sendError, toApiError } from './http/error-handler.js'
 import { ErrorSchema } from './http/error-schema.js'
-import { registerHealthRoutes } from './http/health.routes.js'
+import { registerHealthRoutes } from './process/health.routes.js'
 import { clientErrorHandler, createHttpServer, protocolChecks } from './http/http-protocol.js'
 import { registerJsonBodyParser } from './http/json-body.js'
 import { registerLoadShedding } from './http/load-shedding.js'
@@ -36,7 +36,7 @@ export interface AppDeps {
   storage: Storage
   clock?: Clock
   logger: FastifyBaseLogger
-  /** True once shutdown has begun: readiness fails (src/http/connection-drain.ts closes the connections). */
+  /** True once shutdown has begun: readiness fails (src/process/drain.ts closes the connections). */
   isDraining?: () => boolean
   /** Where requests, refusals and the pool are counted; absent: a registry of the app's own. */
   metrics?: Metrics

@@ -8,7 +8,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import type { Scope } from '../src/api-keys/api-keys.scopes.js'
 import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
 import { buildApp } from '../src/app.js'
-import type { Clock } from '../src/clock.js'
+import type { Clock } from '../src/shared/clock.js'
 import { type Config, loadConfig } from '../src/config.js'
 import type { Metrics } from '../src/http/metrics.js'
 import { createLogger } from '../src/logger.js'

@@ -45,11 +45,11 @@ const PROCESS_TESTS = [
   'ops/nginx.test.ts',
   'ops/prometheus.test.ts',
   'package.test.ts',
-  'probes.test.ts',
-  'process-life.test.ts',
+  'process/probes.test.ts',
+  'process/life.test.ts',
   'readme.test.ts',
-  'runtime.test.ts',
-  'shutdown-under-load.test.ts',
+  'process/runtime.test.ts',
+  'process/shutdown-under-load.test.ts',
   'storage/backup.test.ts',
   'storage/durability.test.ts',
   'storage/fleet.test.ts',
@@ -59,7 +59,7 @@ const PROCESS_TESTS = [
   'storage/pooler.test.ts',
   'storage/sqlite-file-process.test.ts',
   'tracing/tracing.test.ts',
-  'workers.test.ts',
+  'process/workers.test.ts',
 ]
 
 /**

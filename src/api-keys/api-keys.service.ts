@@ -1,5 +1,5 @@
 import { hash, randomBytes } from 'node:crypto'
-import type { Clock } from '../clock.js'
+import type { Clock } from '../shared/clock.js'
 import type { Environment } from '../config.js'
 import { KEY_PREFIX, SECRET_LENGTH } from './api-keys.format.js'
 import type { ApiKey, ApiKeysRepository } from './api-keys.repository.js'

@@ -1,6 +1,6 @@
 import { type CliIo, UNPRINTABLE, humanOutput, iso, table, withStorage } from '../cli/output.js'
 import { type Topic, UsageError, parse } from '../cli/usage.js'
-import { systemClock } from '../clock.js'
+import { systemClock } from '../shared/clock.js'
 import { type Config, loadConfig } from '../config.js'
 import type { Storage } from '../storage/storage.js'
 import { KEY_ID_PREFIX, containsKey } from './api-keys.format.js'

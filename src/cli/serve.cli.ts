@@ -1,8 +1,8 @@
-import { isWorker, parseWorkers, runPrimary } from '../cluster.js'
+import { isWorker, parseWorkers, runPrimary } from '../process/workers.js'
 import { CONFIG_NAMES, type Config, checkHostsResolve, describeVariable, listenFailure, loadConfig } from '../config.js'
 import { clearTextWarning, readCertificatePair } from '../http/tls.js'
 import { createLogger } from '../logger.js'
-import { closeOnSignals, startServer, stopWithNpm, waitForPorts } from '../server.js'
+import { closeOnSignals, startServer, stopWithNpm, waitForPorts } from '../process/server.js'
 import { type CliIo, table } from './output.js'
 import { UsageError, parse } from './usage.js'
 
@@ -31,7 +31,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<'serving'
   // SIGHUP never ends the service, even before it serves: a certificate is read as the server starts.
   process.on('SIGHUP', () => {})
   // A cluster worker stops when its primary says so (SIGTERM). Ctrl-C in a terminal also sends SIGINT to
-  // every worker directly, from the start, and the primary decides; it also passes SIGHUP on (src/cluster.ts).
+  // every worker directly, from the start, and the primary decides; it also passes SIGHUP on (src/process/workers.ts).
   if (isWorker()) process.on('SIGINT', () => {})
   if (!isWorker()) {
     stopWithNpm(io.env, logger)

@@ -1,7 +1,7 @@
 import { GET_PET_SUNSET } from './deprecations.policy.js'
 import { type CliIo, humanOutput, iso, table, withStorage } from '../cli/output.js'
 import { parse } from '../cli/usage.js'
-import { systemClock } from '../clock.js'
+import { systemClock } from '../shared/clock.js'
 import { loadConfig } from '../config.js'
 import { getPetSchema } from '../pets/pets.schemas.js'
 import { createDeprecationsService } from './deprecations.service.js'

@@ -1,5 +1,5 @@
 import type { onRequestHookHandler } from 'fastify'
-import type { Clock } from '../clock.js'
+import type { Clock } from '../shared/clock.js'
 import { ApiError } from '../errors.js'
 import type { CountDeprecatedCall } from './deprecations.metrics.js'
 import type { DeprecationRecorder } from './deprecations.recorder.js'

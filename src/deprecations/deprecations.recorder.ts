@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import type { Clock } from '../clock.js'
+import type { Clock } from '../shared/clock.js'
 import type { DeprecatedCalls, DeprecationsRepository } from './deprecations.repository.js'
 
 /** How often counts are written by default: the report is at most this far behind. */

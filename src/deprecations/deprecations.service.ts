@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js'
+import type { Clock } from '../shared/clock.js'
 import type { DeprecatedCaller, DeprecationsRepository } from './deprecations.repository.js'
 
 const DAY_MS = 86_400_000

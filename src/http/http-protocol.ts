@@ -126,7 +126,7 @@ export function clientErrorHandler(error: Error & { code?: string; rawPacket?: u
  * Where a connection keeps the answer it is on: that of its latest request, finished or not, since Node
  * answers a connection's requests in order. Set on every request, where a property on the socket costs
  * less than a WeakMap entry or a listener of the response. Read by the lingering close (its request) and
- * by the shutdown drain (src/http/connection-drain.ts), which learns from it whether an answer is in progress.
+ * by the shutdown drain (src/process/drain.ts), which learns from it whether an answer is in progress.
  */
 const CURRENT_ANSWER = Symbol('current answer')
 

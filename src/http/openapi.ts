@@ -6,7 +6,7 @@ import { ERROR_STATUS } from '../errors.js'
 import { ALWAYS_SENT, ERROR_HEADERS, ErrorSchema, HEADER_BLOCK_MAX_BYTES, alwaysSent } from './error-schema.js'
 import { MAX_HEADER_LINES } from './http-protocol.js'
 import { http } from './node-http.js'
-import { writeInt64BoundsExactly } from '../int64.js'
+import { writeInt64BoundsExactly } from '../shared/int64.js'
 
 export const OPENAPI_PATH = '/v1/openapi.json'
 

@@ -1,6 +1,6 @@
 import { Kind, type SchemaOptions, type Static, type TSchema, Type, TypeRegistry, type TUnsafe } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { INT64_MAX, INT64_MIN, integerTextWithin } from '../int64.js'
+import { INT64_MAX, INT64_MIN, integerTextWithin } from '../shared/int64.js'
 
 /*
  * Custom TypeBox kinds. Each validates what the service really receives (a BigInt from the

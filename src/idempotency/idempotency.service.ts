@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { Clock } from '../clock.js'
+import type { Clock } from '../shared/clock.js'
 import { ApiError } from '../errors.js'
 import type { Claim, Claimed } from '../storage/claim.js'
 import { IDEMPOTENCY_ABANDONED_AFTER_MS, IDEMPOTENCY_PRUNE_INTERVAL_MS, IDEMPOTENCY_RETENTION_MS } from './idempotency.policy.js'

@@ -1,5 +1,5 @@
 import { ApiError } from '../errors.js'
-import { INT64_MAX } from '../int64.js'
+import { INT64_MAX } from '../shared/int64.js'
 import type { PetStatus } from './pets.repository.js'
 
 /*

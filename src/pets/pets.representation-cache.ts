@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto'
-import type { Clock } from '../clock.js'
+import type { Clock } from '../shared/clock.js'
 
 /** A 200 answer as sent: the JSON body, its ETag, and the `Link` header if it has one. */
 export interface Representation {

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, onRequestHookHandler } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { requireScope } from '../api-keys/api-keys.auth.js'
-import type { Clock } from '../clock.js'
+import type { Clock } from '../shared/clock.js'
 import { conditionalGet } from './pets.conditional.js'
 import { type Representation, createRepresentationCache, representation } from './pets.representation-cache.js'
 import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'

@@ -12,7 +12,7 @@ import {
   unavailableResponse,
 } from '../http/error-schema.js'
 import { Int64, IntegerText, Named, RefTo, StringEnum, Text, withRule } from '../http/schema-types.js'
-import { INT64_MAX } from '../int64.js'
+import { INT64_MAX } from '../shared/int64.js'
 import { IdempotencyKeyHeadersSchema, IdempotentReplayedHeader } from '../idempotency/idempotency.schemas.js'
 import { PET_STATUSES } from './pets.repository.js'
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { Clock } from '../clock.js'
+import type { Clock } from '../shared/clock.js'
 import { ApiError } from '../errors.js'
 import type { Claim, Claimed } from '../storage/claim.js'
 import { decodeCursor, encodeCursor } from './pets.cursor.js'

@@ -9,7 +9,7 @@ import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import tls from 'node:tls'
 import { BIN, type NodeProcess, spawnNode } from '../../scripts/petstore-process.js'
-import { onHangup } from '../../src/cluster.js'
+import { onHangup } from '../../src/process/workers.js'
 import { loadConfig } from '../../src/config.js'
 import pino from 'pino'
 import { createHttpServer } from '../../src/http/http-protocol.js'
@@ -443,7 +443,7 @@ async function startReloading(files: { certFile: string; keyFile: string }, ca: 
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   const reloading = reloadCertificates(server, files, pair, logger)
-  // As startServer wires it (src/server.ts): this process is no cluster worker, so the signal itself.
+  // As startServer wires it (src/process/server.ts): this process is no cluster worker, so the signal itself.
   const offHangup = onHangup(() => reloading.reload('SIGHUP'))
   return {
     port: (server.address() as net.AddressInfo).port,

@@ -3,11 +3,11 @@ import { spawn } from 'node:child_process'
 import { after, describe, it } from 'node:test'
 import autocannon from 'autocannon'
 import pino from 'pino'
-import { loadConfig } from '../src/config.js'
-import { LIVENESS_BOUND_MS } from '../src/probes.js'
-import { startServer as startInProcess } from '../src/server.js'
-import { DIRECT_ENGINES, createTestDatabase, sqliteDatabaseEnv } from './helper.js'
-import { cleanupProcesses, freePort, runCli, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
+import { loadConfig } from '../../src/config.js'
+import { LIVENESS_BOUND_MS } from '../../src/process/probes.js'
+import { startServer as startInProcess } from '../../src/process/server.js'
+import { DIRECT_ENGINES, createTestDatabase, sqliteDatabaseEnv } from '../helper.js'
+import { cleanupProcesses, freePort, runCli, runCommand, startServer, stopServer, trackedTempDir } from '../processes.js'
 
 // Liveness and readiness on the metrics port while a burst of connections fills the API port and
 // keeps the event loop that serves it busy: an orchestrator probing there gets its answer within its

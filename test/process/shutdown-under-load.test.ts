@@ -3,8 +3,8 @@ import { once } from 'node:events'
 import http from 'node:http'
 import net from 'node:net'
 import { after, describe, it } from 'node:test'
-import { DIRECT_ENGINES, type Engine, createTestDatabase } from './helper.js'
-import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir, within } from './processes.js'
+import { DIRECT_ENGINES, type Engine, createTestDatabase } from '../helper.js'
+import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir, within } from '../processes.js'
 
 // SIGTERM to a real server while keep-alive clients keep it busy, as one process and as --workers 2:
 // every request that reaches the server, before the signal or during the drain, is answered in full;

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
-import { INT64_MAX as INT64_MAX_VALUE, INT64_MIN, integerTextWithin, parseIntegerText } from '../src/int64.js'
-import { ENGINES, errorBody, listPetsText, postPet, useTestApp } from './helper.js'
+import { INT64_MAX as INT64_MAX_VALUE, INT64_MIN, integerTextWithin, parseIntegerText } from '../../src/shared/int64.js'
+import { ENGINES, errorBody, listPetsText, postPet, useTestApp } from '../helper.js'
 
 // Every expectation here is on the raw response text: JSON.parse would round these ids to doubles.
 

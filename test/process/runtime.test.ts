@@ -3,9 +3,9 @@ import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
-import { MALLOC_ARENAS, SEMI_SPACE_MIB, serveRestart, supportedNodeRange, unsupportedNode } from '../src/runtime.js'
-import { BIN, ROOT } from './helper.js'
-import { cleanupProcesses, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
+import { MALLOC_ARENAS, SEMI_SPACE_MIB, serveRestart, supportedNodeRange, unsupportedNode } from '../../src/process/runtime.js'
+import { BIN, ROOT } from '../helper.js'
+import { cleanupProcesses, runCommand, startServer, stopServer, trackedTempDir } from '../processes.js'
 
 // better-sqlite3 12 on Node 24.19+ aborted the process (`Assertion failed: (env) != nullptr` in
 // node::RemoveEnvironmentCleanupHook) whenever a GC collected a statement nobody held any more: at

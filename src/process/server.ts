@@ -4,16 +4,16 @@ import { Worker } from 'node:worker_threads'
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
-import { buildApp } from './app.js'
-import { isWorker, noWorkerListening, onHangup } from './cluster.js'
-import type { Config } from './config.js'
-import { followConnections } from './http/connection-drain.js'
-import { createMetrics } from './http/metrics.js'
-import { readCertificatePair, reloadCertificates } from './http/tls.js'
-import { type MetricsListener, answerReadinessForPrimary, appReadiness, processSource, reportToPrimary, startMetricsListener } from './metrics-listener.js'
-import { openMigratedStorage, openStorage } from './storage/open-storage.js'
-import type { Storage } from './storage/storage.js'
-import type { Tracing } from './tracing/tracing.js'
+import { buildApp } from '../app.js'
+import { isWorker, noWorkerListening, onHangup } from './workers.js'
+import type { Config } from '../config.js'
+import { followConnections } from './drain.js'
+import { createMetrics } from '../http/metrics.js'
+import { readCertificatePair, reloadCertificates } from '../http/tls.js'
+import { type MetricsListener, answerReadinessForPrimary, appReadiness, processSource, reportToPrimary, startMetricsListener } from './operations-listener.js'
+import { openMigratedStorage, openStorage } from '../storage/open-storage.js'
+import type { Storage } from '../storage/storage.js'
+import type { Tracing } from '../tracing/tracing.js'
 
 export interface RunningServer {
   app: FastifyInstance
@@ -187,7 +187,7 @@ export function closeOnSignals(
   process.on('SIGTERM', onStop)
   // A cluster worker stops when its primary says so (src/cli/serve.cli.ts).
   if (!worker) process.on('SIGINT', onStop)
-  // With TLS, SIGHUP reloads the certificate (startServer); a worker's primary answers it (src/cluster.ts).
+  // With TLS, SIGHUP reloads the certificate (startServer); a worker's primary answers it (src/process/workers.ts).
   if (config.tls === undefined && !worker) process.on('SIGHUP', () => logger.info('SIGHUP: no TLS certificate to reload; still serving'))
 }
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import net, { type Socket } from 'node:net'
-import { currentAnswers } from './http-protocol.js'
+import { currentAnswers } from '../http/http-protocol.js'
 
 /** How often the connections are looked at once the listener is closed. */
 const CHECK_INTERVAL_MS = 25

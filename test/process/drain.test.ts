@@ -5,7 +5,7 @@ import net from 'node:net'
 import { afterEach, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pino from 'pino'
-import { type ConnectionDrain, followConnections } from '../../src/http/connection-drain.js'
+import { type ConnectionDrain, followConnections } from '../../src/process/drain.js'
 import { clientErrorHandler, createHttpServer } from '../../src/http/http-protocol.js'
 import { within } from '../processes.js'
 

@@ -1,7 +1,7 @@
-import { ApiError } from './errors.js'
+import { ApiError } from '../errors.js'
 
 /**
- * What the metrics port answers and the thread that listens there (src/probe-listener.ts) says
+ * What the metrics port answers and the thread that listens there (src/process/probe-thread.ts) says
  * to the main thread. Loaded by that thread too, so it loads nothing heavy: no Fastify, no prom-client.
  */
 

@@ -1,5 +1,5 @@
 /**
- * The metrics port's listener, run in a worker thread of its own (src/metrics-listener.ts starts
+ * The metrics port's listener, run in a worker thread of its own (src/process/operations-listener.ts starts
  * it). It accepts, reads and answers on its own event loop, so that thousands of connections
  * keeping the main thread's loop busy cannot make a probe wait: liveness is answered here from the
  * main thread's heartbeat, readiness and `/metrics` are asked of the main thread, readiness
@@ -8,8 +8,8 @@
 import type { ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { parentPort, workerData } from 'node:worker_threads'
-import { ApiError } from './errors.js'
-import { http } from './http/node-http.js'
+import { ApiError } from '../errors.js'
+import { http } from '../http/node-http.js'
 import {
   type FromListener,
   type ProbeAnswer,
@@ -22,7 +22,7 @@ import {
 } from './probes.js'
 
 const port = parentPort
-if (port === null) throw new Error('probe-listener runs as a worker thread, started by src/metrics-listener.ts')
+if (port === null) throw new Error('probe-thread runs as a worker thread, started by src/process/operations-listener.ts')
 const { port: listenPort, host, heartbeat } = workerData as ProbeListenerData
 const tell = (message: FromListener) => port.postMessage(message)
 

@@ -3,10 +3,10 @@ import type { AddressInfo } from 'node:net'
 import { Worker as Thread } from 'node:worker_threads'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { AggregatorRegistry } from 'prom-client'
-import { type Config, listenFailure } from './config.js'
-import { ApiError } from './errors.js'
-import { shuttingDown } from './http/health.routes.js'
-import type { Metrics } from './http/metrics.js'
+import { type Config, listenFailure } from '../config.js'
+import { ApiError } from '../errors.js'
+import { shuttingDown } from './health.routes.js'
+import type { Metrics } from '../http/metrics.js'
 import {
   type FromListener,
   type ProbeAnswer,
@@ -62,7 +62,7 @@ const PROBE_HEADERS = ['content-type', 'cache-control', 'retry-after', 'x-reques
 export type Readiness = () => Promise<ProbeAnswer>
 
 /**
- * The readiness of this process, answered by the app's own route (src/http/health.routes.ts,
+ * The readiness of this process, answered by the app's own route (src/process/health.routes.ts,
  * through the load shedding like any request) without going through the API port: its accept
  * queue may hold thousands of connections that a probe would wait behind. After `isClosed()`,
  * the app can answer nothing: the process is not ready.
@@ -153,7 +153,7 @@ export function clusterReadiness(listening: () => readonly Worker[], isStopping:
  * forwards only the API port, so figures such as key ids cannot reach API clients, and the
  * endpoint needs no key. `GET /healthz` and `GET /readyz` too: an orchestrator's probes there never
  * wait behind the API's clients in the API port's accept queue, nor behind their requests in this
- * thread's event loop, since the listener runs in a worker thread of its own (src/probe-listener.ts).
+ * thread's event loop, since the listener runs in a worker thread of its own (src/process/probe-thread.ts).
  * This thread tells it that it is turning (liveness), and answers its readiness and scrapes.
  * Anything else there answers in the service's error shape.
  */
@@ -167,7 +167,7 @@ export async function startMetricsListener(
   const beat = () => Atomics.store(heartbeat, 0, process.hrtime.bigint())
   beat()
   const beating = setInterval(beat, HEARTBEAT_MS).unref()
-  const thread = new Thread(new URL('./probe-listener.js', import.meta.url), {
+  const thread = new Thread(new URL('./probe-thread.js', import.meta.url), {
     workerData: { port, host, heartbeat } satisfies ProbeListenerData,
   })
   const exited = new Promise<number>((resolve) => thread.once('exit', resolve))

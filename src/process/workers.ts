@@ -1,9 +1,9 @@
 import cluster, { type Worker } from 'node:cluster'
 import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Config } from './config.js'
-import { clusterReadiness, clusterSource, startMetricsListener } from './metrics-listener.js'
-import { openMigratedStorage } from './storage/open-storage.js'
+import type { Config } from '../config.js'
+import { clusterReadiness, clusterSource, startMetricsListener } from './operations-listener.js'
+import { openMigratedStorage } from '../storage/open-storage.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
 export function parseWorkers(text: string | undefined): number | undefined {
@@ -44,7 +44,7 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
   const stopAll = () => {
     stopping = true
     for (const worker of alive) worker.process.kill('SIGTERM')
-    // Workers bound their own shutdown, and are killed half a second past it if stuck (src/server.ts):
+    // Workers bound their own shutdown, and are killed half a second past it if stuck (src/process/server.ts):
     // this only guards against one that still lives.
     setTimeout(() => {
       logger.error('workers did not stop in time')

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
 import { after, describe, it } from 'node:test'
 import { PetstoreError, createPetstoreClient } from '@petstore/client'
-import { BIN, DIRECT_ENGINES, createTestDatabase } from './helper.js'
-import { cleanupProcesses, startServer, stopServer, trackedTempDir } from './processes.js'
+import { BIN, DIRECT_ENGINES, createTestDatabase } from '../helper.js'
+import { cleanupProcesses, startServer, stopServer, trackedTempDir } from '../processes.js'
 
 after(cleanupProcesses)
 

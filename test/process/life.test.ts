@@ -3,8 +3,8 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { BIN, ROOT, waitUntilReady } from '../scripts/petstore-process.js'
-import { type ProcessExit, cleanupProcesses, freePort, startServer, trackedTempDir, within } from './processes.js'
+import { BIN, ROOT, waitUntilReady } from '../../scripts/petstore-process.js'
+import { type ProcessExit, cleanupProcesses, freePort, startServer, trackedTempDir, within } from '../processes.js'
 
 // The edges of a process's life, as operators start and stop it (issue 30): supervisors that signal
 // the whole process group, npm in between, log readers that die or stop reading, a replacement started

@@ -2,8 +2,8 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyInstance } from 'fastify'
 import { type Storage, StorageFault } from '../storage/storage.js'
 import { ApiError } from '../errors.js'
-import { LIVE_BODY } from '../probes.js'
-import { StringEnum } from './schema-types.js'
+import { LIVE_BODY } from './probes.js'
+import { StringEnum } from '../http/schema-types.js'
 
 const hidden = { hide: true } as const
 
