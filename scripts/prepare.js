@@ -22,7 +22,7 @@ if (process.env.npm_command === 'pack' || process.env.npm_command === 'publish')
   process.stderr.write(
     'petstore: dist/ is not built, and an install without devDependencies cannot build it. Deploy the ' +
       'package that `npm pack` makes, or build before leaving devDependencies out: ' +
-      '`npm ci && npm prune --omit=dev` (docs/operations.md, "Installing for production").\n',
+      '`npm ci && npm prune --omit=dev` (docs/deploying.md, "Installing for production").\n',
   )
   process.exit(1)
 }

@@ -317,7 +317,7 @@ function mountSmallDisk(dir: string, size: string): string | undefined {
 /**
  * A primary, a streaming standby of it (synchronous for `failover`, so that nothing acknowledged is
  * lost with the primary), and a PgBouncer in transaction mode in front of the primary, which tries a
- * failed server login again after 1 s (PgBouncer's default is 15: docs/operations.md).
+ * failed server login again after 1 s (PgBouncer's default is 15: docs/deploying.md).
  */
 interface PooledCluster {
   primary: PostgresNode
@@ -624,7 +624,7 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
       case 'database file moved away and back': {
         // A file renamed away is whole where it went, but a create acknowledged into it from now on would be lost
         // to the path: the service must refuse them. Moved back, the file is served again after a restart, as
-        // docs/operations.md tells the operator.
+        // docs/deploying.md tells the operator.
         const file = sqliteFile(env)
         fs.renameSync(file, `${file}.moved`)
         const refused: { from: number; until?: number } = { from: Date.now() }

@@ -41,7 +41,18 @@ const examplesSkip: string | false =
   toolsSkip.length > 0 && `${toolsSkip.join(' and ')} not found: install with apt-get install ${toolsSkip.join(' ')} (CI does)`
 
 /** The documents whose examples run, in the order they run: each guide's follow on from the ones before. */
-const DOCUMENTS = ['README.md', 'docs/api.md', 'docs/cli.md', 'docs/operations.md', 'docs/configuration.md', 'docs/development.md']
+const DOCUMENTS = [
+  'README.md',
+  'docs/api.md',
+  'docs/cli.md',
+  'docs/deploying.md',
+  'docs/observing.md',
+  'docs/security-and-recovery.md',
+  'docs/configuration.md',
+  'docs/development.md',
+]
+/** Guides whose shell blocks are shown, not run (`bash`): a production install, nginx and systemd need a machine of their own. */
+const SHOWN_ONLY = ['docs/deploying.md']
 const TEXT = new Map(DOCUMENTS.map((file) => [file, fs.readFileSync(path.join(ROOT, file), 'utf8')]))
 const README_PORT = '8080'
 const README_METRICS_PORT = '9464'
@@ -368,7 +379,7 @@ describe('the README and the guides', () => {
     assert.ok(ran >= 15, `only ${ran} examples ran: the documents or their parsing changed`)
     for (const file of DOCUMENTS) {
       const shown = blocks.filter((block) => block.line.startsWith(`${file}:`) && block.directive !== 'ci').length
-      assert.ok(shown > 0 || !/^```(?:sh|bash)$/m.test(TEXT.get(file) ?? ''), `${file}: its shell examples did not run`)
+      assert.ok(shown > 0 || SHOWN_ONLY.includes(file) || !/^```(?:sh|bash)$/m.test(TEXT.get(file) ?? ''), `${file}: its shell examples did not run`)
     }
   })
 })

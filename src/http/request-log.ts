@@ -48,7 +48,7 @@ export const echoRequestId: onRequestHookHandler = (request, reply, done) => {
 }
 
 interface RequestLogOptions {
-  /** LOG_CLIENT_ADDRESS: whether each line names the client's address (personal data, docs/operations.md#logs-and-shutdown). */
+  /** LOG_CLIENT_ADDRESS: whether each line names the client's address (personal data, docs/observing.md#logs). */
   clientAddress: boolean
   /** With tracing on, the ids of the request's trace. */
   traceIds: (() => { traceId: string; spanId: string } | undefined) | undefined

@@ -9,7 +9,7 @@ import { createMetrics } from '../../src/http/metrics.js'
  * time (src/http/metrics.ts). What a scrape shows must be, byte for byte, what prom-client shows when
  * every request is recorded the straightforward way, with `inc` and `observe` on the series of
  * `labels()`: the reference below, whose names, help texts, label names and buckets are the ones the
- * operations guide and ADR 0008 promise.
+ * observing guide and ADR 0008 promise.
  */
 
 const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]

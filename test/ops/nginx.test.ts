@@ -206,7 +206,7 @@ describe('nginx in front of two instances, with ops/nginx/petstore.conf', { skip
             continue
           }
           answers.set(`${kind} ${answer.status}`, (answers.get(`${kind} ${answer.status}`) ?? 0) + 1)
-          // The one 502 HTTP leaves possible (docs/operations.md, Behind nginx): a POST sent on a connection the
+          // The one 502 HTTP leaves possible (docs/deploying.md, Behind nginx): a POST sent on a connection the
           // kernel completed in the instant the instance stopped listening, reset after it was sent, which
           // nginx must not send twice. Rare (none in most runs), never for a read; a keyed one is retried below.
           if (creates && answer.status === 502) {

@@ -28,7 +28,7 @@ const RULE_TESTS = fs
   .filter((file) => file.endsWith('.test.yml'))
   .sort()
 const DASHBOARD = JSON.parse(fs.readFileSync(path.join(ROOT, 'ops', 'grafana', 'petstore.json'), 'utf8')) as Dashboard
-const OPERATIONS_GUIDE = fs.readFileSync(path.join(ROOT, 'docs', 'operations.md'), 'utf8')
+const OBSERVING_GUIDE = fs.readFileSync(path.join(ROOT, 'docs', 'observing.md'), 'utf8')
 
 const notInstalled = (command: string) => spawnSync(command, ['--version'], { stdio: 'ignore' }).error !== undefined
 const PROMTOOL_SKIP: string | false = notInstalled('promtool') && 'promtool is not installed (apt-get install prometheus): the rules are not checked'
@@ -315,8 +315,8 @@ describe('the rules and the dashboard on a real Prometheus scraping petstore ser
         for (const { name, labels = {}, annotations = {} } of alerting) {
           assert.ok(['critical', 'warning'].includes(labels.severity ?? ''), `${name}: severity ${labels.severity}`)
           assert.ok(annotations.summary && annotations.description, `${name}: a summary and a description`)
-          assert.equal(annotations.runbook_url, `docs/operations.md#${name.toLowerCase()}`)
-          assert.ok(OPERATIONS_GUIDE.includes(`\n### ${name}\n`), `${name}: no runbook section in docs/operations.md`)
+          assert.equal(annotations.runbook_url, `docs/observing.md#${name.toLowerCase()}`)
+          assert.ok(OBSERVING_GUIDE.includes(`\n### ${name}\n`), `${name}: no runbook section in docs/observing.md`)
         }
       } finally {
         await prometheus.stop()
