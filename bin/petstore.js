@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { loadConfig, tracingWanted } from '../dist/config.js'
-import { serveRestart, unsupportedNode } from '../dist/runtime.js'
+import { serveRestart, unsupportedNode } from '../dist/process/runtime.js'
 
 // Before anything native is loaded: better-sqlite3 13 crashes Node 20 instead of failing to load.
 const unsupported = unsupportedNode(process.versions.node)

@@ -3,6 +3,7 @@ import { createAuthenticate } from './api-keys/api-keys.auth.js'
 import { containsKey } from './api-keys/api-keys.format.js'
 import { createAuthFailuresCounter, createRateLimitedCounter } from './api-keys/api-keys.metrics.js'
 import { registerRateLimits } from './api-keys/api-keys.rate-limit.js'
+import { bearerAuthScheme } from './api-keys/api-keys.schemas.js'
 import { createApiKeysService } from './api-keys/api-keys.service.js'
 import { type Clock, systemClock } from './shared/clock.js'
 import type { Config } from './config.js'
@@ -22,14 +23,14 @@ import { decorateMatchedRoute } from './http/route.js'
 import type { CertificatePair } from './http/tls.js'
 import { createValidatorCompiler } from './http/validation.js'
 import { createIdempotencyService } from './idempotency/idempotency.service.js'
-import { NewPetSchema, PetSchema, getPetSchema } from './pets/pets.schemas.js'
+import { NewPetSchema, PetSchema } from './pets/pets.schemas.js'
 import { PETS_PATH, registerPetsRoutes } from './pets/pets.routes.js'
 import { createPetsService } from './pets/pets.service.js'
-import type { Storage } from './storage/storage.js'
+import type { Storage } from './repositories.js'
 import { createDeprecationHooks } from './deprecations/deprecations.hooks.js'
 import { createDeprecatedCallsCounter } from './deprecations/deprecations.metrics.js'
 import { createAppDeprecationRecorder, type DeprecationRecorder } from './deprecations/deprecations.recorder.js'
-import { GET_PET_SUNSET } from './deprecations/deprecations.policy.js'
+import { GET_PET_DEPRECATION } from './deprecations/deprecations.policy.js'
 
 export interface AppDeps {
   config: Config
@@ -116,12 +117,12 @@ export async function buildApp({
   })
   const poolStats = storage.poolStats?.bind(storage)
   if (poolStats !== undefined) metrics.watchPool(poolStats)
-  await registerOpenApi(app, config)
+  await registerOpenApi(app, config, bearerAuthScheme)
 
   const limits = await registerRateLimits(app, config.rateLimits, logger, createRateLimitedCounter(metrics.registry))
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
   const getPetDeprecation = createDeprecationHooks(
-    { operationId: getPetSchema.operationId, deprecatedAt: config.getPetDeprecatedAt, sunset: GET_PET_SUNSET, successor: `${config.publicBaseUrl}${PETS_PATH}` },
+    { ...GET_PET_DEPRECATION, deprecatedAt: config.getPetDeprecatedAt, successor: `${config.publicBaseUrl}${PETS_PATH}` },
     {
       clock,
       recorder: deprecationRecorder ?? createAppDeprecationRecorder(app, storage.deprecations, clock),

@@ -7,8 +7,8 @@ import { type Topic, UsageError } from './cli/usage.js'
 import { ConfigError } from './config.js'
 import { COPY_HELP, copyCommand } from './copy/copy.cli.js'
 import { DEPRECATIONS_HELP, deprecationsCommand } from './deprecations/deprecations.cli.js'
-import { BACKUP_HELP, backupCommand } from './storage/backup.cli.js'
-import { MIGRATE_HELP, migrateCommand } from './storage/migrate.cli.js'
+import { BACKUP_HELP, backupCommand } from './cli/backup.cli.js'
+import { MIGRATE_HELP, migrateCommand } from './cli/migrate.cli.js'
 
 /*
  * The command line's dispatcher: which command runs, its --help, and how a failure becomes an exit code.

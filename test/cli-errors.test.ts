@@ -3,11 +3,10 @@ import fs from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
-import { createApiKeysService } from '../src/api-keys/api-keys.service.js'
+import { hashSecret } from '../src/api-keys/api-keys.service.js'
 import { type CliIo, main } from '../src/cli.js'
-import { systemClock } from '../src/shared/clock.js'
 import { loadConfig } from '../src/config.js'
-import { openMigratedStorage } from '../src/storage/open-storage.js'
+import { openMigratedStorage } from '../src/repositories.js'
 import { BIN } from './helper.js'
 import { TEST_POSTGRES_URL } from './postgres.js'
 import { cleanupProcesses, freePort, runCli, runCommand, trackedTempDir } from './processes.js'
@@ -95,7 +94,24 @@ describe('CLI messages about what was given', () => {
     const other = trackedTempDir('petstore-cli-errors-')
     const config = loadConfig({ DATABASE_URL: `sqlite://${other}/petstore.db` }, other)
     const { storage } = await openMigratedStorage(config.database)
-    await createApiKeysService({ apiKeys: storage.apiKeys, clock: systemClock, environment: 'production' }).create({ name: 'two\nlines\u001b[2J' })
+    // Written as a release before the check did; the service now refuses such a name.
+    const id = 'key_0123456789abcdef'
+    await storage.apiKeys.insert(
+      {
+        id,
+        name: 'two\nlines\u001b[2J',
+        prefix: 'ps_live_abcd',
+        environment: 'production',
+        createdAt: Date.now(),
+        expiresAt: null,
+        revokedAt: null,
+        lastUsedAt: null,
+        replacedBy: null,
+        lineage: id,
+        scopes: ['pets:read'],
+      },
+      hashSecret('ps_live_abcd'),
+    )
     await storage.close()
     const result = await run(['keys', 'list'], { DATABASE_URL: `sqlite://${other}/petstore.db` }, other)
     assert.equal(result.code, 0, result.stderr)

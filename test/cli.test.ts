@@ -5,7 +5,7 @@ import { hashSecret } from '../src/api-keys/api-keys.service.js'
 import { type CliIo, main } from '../src/cli.js'
 import { CONFIG_NAMES, describeVariable, loadConfig } from '../src/config.js'
 import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
-import { openStorage } from '../src/storage/open-storage.js'
+import { openStorage } from '../src/repositories.js'
 import { ENGINES, ROOT, createTestDatabase, sqliteDatabaseEnv } from './helper.js'
 import { type ServerProcess, cleanupProcesses, refusedWithin, runCli, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 

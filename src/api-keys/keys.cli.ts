@@ -1,12 +1,12 @@
-import { type CliIo, UNPRINTABLE, humanOutput, iso, table, withStorage } from '../cli/output.js'
+import { type CliIo, humanOutput, iso, table, withStorage } from '../cli/output.js'
 import { type Topic, UsageError, parse } from '../cli/usage.js'
 import { systemClock } from '../shared/clock.js'
 import { type Config, loadConfig } from '../config.js'
-import type { Storage } from '../storage/storage.js'
+import type { Storage } from '../repositories.js'
 import { KEY_ID_PREFIX, containsKey } from './api-keys.format.js'
 import type { ApiKey } from './api-keys.repository.js'
-import { SCOPES, type Scope, parseScopes } from './api-keys.scopes.js'
-import { createApiKeysService, type RotationRefusal } from './api-keys.service.js'
+import { SCOPES, type Scope, parseScopes, scopesAndOperations } from './api-keys.scopes.js'
+import { KEY_NAME_MAX_LENGTH, type KeyNameRefusal, type RotationRefusal, checkKeyName, createApiKeysService } from './api-keys.service.js'
 
 export const KEYS_HELP = {
   keys: `Usage: petstore keys <create|list|revoke|rotate> [options]
@@ -16,9 +16,8 @@ Run "petstore keys <command> --help" for the options of each.`,
 
 Creates an API key for the environment of PETSTORE_ENV and prints it once: the key alone is
 the last line of output (or, with --json, the "key" member). Only its SHA-256 hash is kept.
-  --name NAME            Who or what the key is for (1-100 characters on one line)
-  --scope SCOPES         What it may do, comma-separated: pets:read (listPets, getPet),
-                         pets:write (createPet). Default pets:read,pets:write
+  --name NAME            Who or what the key is for (1-${KEY_NAME_MAX_LENGTH} characters on one line)
+  --scope SCOPES         What it may do, comma-separated: ${scopesAndOperations().join(',\n                         ')}. Default ${SCOPES.join(',')}
   --expires-in DURATION  Lifetime such as 30m, 12h, 90d or 4w; default: never expires
   --json                 Print a JSON object instead of text`,
   'keys list': `Usage: petstore keys list [--json]
@@ -76,6 +75,26 @@ function describeKey(key: ApiKey) {
   }
 }
 
+/** `--name`, as the service takes it: a usage error saying what is wrong with it. */
+function nameOption(given: string | undefined): string {
+  const checked = checkKeyName(given ?? '')
+  if ('name' in checked) return checked.name
+  throw new UsageError(nameRefusal(checked), 'keys create')
+}
+
+function nameRefusal(refusal: KeyNameRefusal): string {
+  switch (refusal.refused) {
+    case 'length':
+      return `--name is required: 1 to ${KEY_NAME_MAX_LENGTH} characters`
+    case 'key':
+      return '--name must not hold an API key; name the key after who or what uses it'
+    case 'unprintable': {
+      const code = `U+${(refusal.character.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`
+      return `--name must be printable text on one line; character ${refusal.index + 1} is a control character (${code})`
+    }
+  }
+}
+
 /** `--scope`, given once or more, each comma-separated: the scopes, or a usage error naming the unknown ones. */
 function scopesOption(given: string[] | undefined): Scope[] | undefined {
   if (given === undefined) return undefined
@@ -114,119 +133,123 @@ function rotationRefusal(id: string, refusal: RotationRefusal): string {
   }
 }
 
-export async function keysCommand(sub: string | undefined, args: string[], io: CliIo): Promise<0 | 1> {
-  const keysService = (storage: Storage, config: Config) =>
-    createApiKeysService({ apiKeys: storage.apiKeys, clock: systemClock, environment: config.environment })
+const keysService = (storage: Storage, config: Config) =>
+  createApiKeysService({ apiKeys: storage.apiKeys, clock: systemClock, environment: config.environment })
 
+async function createCommand(args: string[], io: CliIo): Promise<0> {
+  const { values } = parse('keys create', args, {
+    name: { type: 'string' },
+    scope: { type: 'string', multiple: true },
+    'expires-in': { type: 'string' },
+    json: { type: 'boolean' },
+  })
+  const name = nameOption(values.name)
+  const scopes = scopesOption(values.scope)
+  const expiresInMs = values['expires-in'] === undefined ? undefined : parseDuration(values['expires-in'], { topic: 'keys create' })
+  const config = loadConfig(io.env, io.cwd)
+  const { key, secret } = await withStorage(config, humanOutput(io, values.json), (storage) =>
+    keysService(storage, config).create({ name, expiresInMs, scopes }),
+  )
+  if (values.json === true) {
+    io.stdout(JSON.stringify({ ...describeKey(key), key: secret }) + '\n')
+  } else {
+    io.stdout(
+      `Created API key ${key.id} "${key.name}" for ${key.environment}, scopes ${key.scopes.join(',')}` +
+        `${key.expiresAt === null ? '' : `, expires ${iso(key.expiresAt)}`}.\n` +
+        'Store it now: it is shown only once.\n' +
+        `${secret}\n`,
+    )
+  }
+  return 0
+}
+
+async function listCommand(args: string[], io: CliIo): Promise<0> {
+  const { values } = parse('keys list', args, { json: { type: 'boolean' } })
+  const config = loadConfig(io.env, io.cwd)
+  const keys = (await withStorage(config, humanOutput(io, values.json), (storage) => keysService(storage, config).list())).map(describeKey)
+  if (values.json === true) {
+    io.stdout(JSON.stringify(keys, null, 2) + '\n')
+  } else if (keys.length === 0) {
+    io.stdout('No API keys yet. Create one with: petstore keys create --name NAME\n')
+  } else {
+    const header = ['ID', 'NAME', 'PREFIX', 'ENVIRONMENT', 'SCOPES', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED', 'REPLACED BY']
+    const rows = keys.map((k) => [
+      k.id,
+      k.name,
+      `${k.prefix}…`,
+      k.environment,
+      k.scopes.join(','),
+      k.createdAt ?? '-',
+      k.lastUsedAt ?? 'never',
+      k.expiresAt ?? 'never',
+      k.revokedAt ?? 'no',
+      k.replacedBy ?? '-',
+    ])
+    io.stdout(table([header, ...rows]) + '\n')
+  }
+  return 0
+}
+
+async function revokeCommand(args: string[], io: CliIo): Promise<0 | 1> {
+  const { positionals } = parse('keys revoke', args, {}, { positionals: 1, what: 'key id' })
+  const id = keyIdArgument(positionals[0] ?? '', 'keys revoke')
+  const config = loadConfig(io.env, io.cwd)
+  const revoked = await withStorage(config, io, (storage) => keysService(storage, config).revoke(id))
+  if (revoked === undefined) {
+    io.stderr(`petstore: no API key has id "${id}" (see: petstore keys list)\n`)
+    return 1
+  }
+  const { key, already } = revoked
+  io.stdout(
+    already
+      ? `API key ${key.id} "${key.name}" was already revoked (at ${iso(key.revokedAt)}); nothing changed.\n`
+      : `Revoked API key ${key.id} "${key.name}" (revoked at ${iso(key.revokedAt)}).\n`,
+  )
+  return 0
+}
+
+async function rotateCommand(args: string[], io: CliIo): Promise<0 | 1> {
+  const { values, positionals } = parse(
+    'keys rotate',
+    args,
+    { grace: { type: 'string' }, json: { type: 'boolean' } },
+    { positionals: 1, what: 'key id' },
+  )
+  const id = keyIdArgument(positionals[0] ?? '', 'keys rotate')
+  const graceMs = parseDuration(values.grace ?? DEFAULT_GRACE, { option: '--grace', topic: 'keys rotate', zero: true })
+  const config = loadConfig(io.env, io.cwd)
+  const rotated = await withStorage(config, humanOutput(io, values.json), (storage) =>
+    keysService(storage, config).rotate(id, graceMs),
+  )
+  if ('refused' in rotated) {
+    io.stderr(`petstore: ${rotationRefusal(id, rotated)}\n`)
+    return 1
+  }
+  const { key, secret, old } = rotated
+  if (values.json === true) {
+    io.stdout(JSON.stringify({ ...describeKey(key), key: secret, replaces: describeKey(old) }) + '\n')
+  } else {
+    io.stdout(
+      `Rotated API key ${old.id} "${old.name}": the new key is ${key.id} for ${key.environment}, scopes ${key.scopes.join(',')}` +
+        `${key.expiresAt === null ? '' : `, expires ${iso(key.expiresAt)}`}.\n` +
+        `The old key ${old.id} works until ${iso(old.expiresAt)}, then is refused.\n` +
+        'Store the new key now: it is shown only once.\n' +
+        `${secret}\n`,
+    )
+  }
+  return 0
+}
+
+export async function keysCommand(sub: string | undefined, args: string[], io: CliIo): Promise<0 | 1> {
   switch (sub) {
-    case 'create': {
-      const { values } = parse('keys create', args, {
-        name: { type: 'string' },
-        scope: { type: 'string', multiple: true },
-        'expires-in': { type: 'string' },
-        json: { type: 'boolean' },
-      })
-      const name = values.name?.trim() ?? ''
-      if (name === '' || name.length > 100) throw new UsageError('--name is required: 1 to 100 characters', 'keys create')
-      // A name is listed and printed by every later command: it must not be where a secret ends up.
-      if (containsKey(name)) throw new UsageError('--name must not hold an API key; name the key after who or what uses it', 'keys create')
-      const control = UNPRINTABLE.exec(name)
-      if (control !== null) {
-        const code = `U+${(control[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`
-        throw new UsageError(`--name must be printable text on one line; character ${control.index + 1} is a control character (${code})`, 'keys create')
-      }
-      const scopes = scopesOption(values.scope)
-      const expiresInMs = values['expires-in'] === undefined ? undefined : parseDuration(values['expires-in'], { topic: 'keys create' })
-      const config = loadConfig(io.env, io.cwd)
-      const { key, secret } = await withStorage(config, humanOutput(io, values.json), (storage) =>
-        keysService(storage, config).create({ name, expiresInMs, scopes }),
-      )
-      if (values.json === true) {
-        io.stdout(JSON.stringify({ ...describeKey(key), key: secret }) + '\n')
-      } else {
-        io.stdout(
-          `Created API key ${key.id} "${key.name}" for ${key.environment}, scopes ${key.scopes.join(',')}` +
-            `${key.expiresAt === null ? '' : `, expires ${iso(key.expiresAt)}`}.\n` +
-            'Store it now: it is shown only once.\n' +
-            `${secret}\n`,
-        )
-      }
-      return 0
-    }
-    case 'list': {
-      const { values } = parse('keys list', args, { json: { type: 'boolean' } })
-      const config = loadConfig(io.env, io.cwd)
-      const keys = (await withStorage(config, humanOutput(io, values.json), (storage) => keysService(storage, config).list())).map(describeKey)
-      if (values.json === true) {
-        io.stdout(JSON.stringify(keys, null, 2) + '\n')
-      } else if (keys.length === 0) {
-        io.stdout('No API keys yet. Create one with: petstore keys create --name NAME\n')
-      } else {
-        const header = ['ID', 'NAME', 'PREFIX', 'ENVIRONMENT', 'SCOPES', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED', 'REPLACED BY']
-        const rows = keys.map((k) => [
-          k.id,
-          k.name,
-          `${k.prefix}…`,
-          k.environment,
-          k.scopes.join(','),
-          k.createdAt ?? '-',
-          k.lastUsedAt ?? 'never',
-          k.expiresAt ?? 'never',
-          k.revokedAt ?? 'no',
-          k.replacedBy ?? '-',
-        ])
-        io.stdout(table([header, ...rows]) + '\n')
-      }
-      return 0
-    }
-    case 'revoke': {
-      const { positionals } = parse('keys revoke', args, {}, { positionals: 1, what: 'key id' })
-      const id = keyIdArgument(positionals[0] ?? '', 'keys revoke')
-      const config = loadConfig(io.env, io.cwd)
-      const revoked = await withStorage(config, io, (storage) => keysService(storage, config).revoke(id))
-      if (revoked === undefined) {
-        io.stderr(`petstore: no API key has id "${id}" (see: petstore keys list)\n`)
-        return 1
-      }
-      const { key, already } = revoked
-      io.stdout(
-        already
-          ? `API key ${key.id} "${key.name}" was already revoked (at ${iso(key.revokedAt)}); nothing changed.\n`
-          : `Revoked API key ${key.id} "${key.name}" (revoked at ${iso(key.revokedAt)}).\n`,
-      )
-      return 0
-    }
-    case 'rotate': {
-      const { values, positionals } = parse(
-        'keys rotate',
-        args,
-        { grace: { type: 'string' }, json: { type: 'boolean' } },
-        { positionals: 1, what: 'key id' },
-      )
-      const id = keyIdArgument(positionals[0] ?? '', 'keys rotate')
-      const graceMs = parseDuration(values.grace ?? DEFAULT_GRACE, { option: '--grace', topic: 'keys rotate', zero: true })
-      const config = loadConfig(io.env, io.cwd)
-      const rotated = await withStorage(config, humanOutput(io, values.json), (storage) =>
-        keysService(storage, config).rotate(id, graceMs),
-      )
-      if ('refused' in rotated) {
-        io.stderr(`petstore: ${rotationRefusal(id, rotated)}\n`)
-        return 1
-      }
-      const { key, secret, old } = rotated
-      if (values.json === true) {
-        io.stdout(JSON.stringify({ ...describeKey(key), key: secret, replaces: describeKey(old) }) + '\n')
-      } else {
-        io.stdout(
-          `Rotated API key ${old.id} "${old.name}": the new key is ${key.id} for ${key.environment}, scopes ${key.scopes.join(',')}` +
-            `${key.expiresAt === null ? '' : `, expires ${iso(key.expiresAt)}`}.\n` +
-            `The old key ${old.id} works until ${iso(old.expiresAt)}, then is refused.\n` +
-            'Store the new key now: it is shown only once.\n' +
-            `${secret}\n`,
-        )
-      }
-      return 0
-    }
+    case 'create':
+      return createCommand(args, io)
+    case 'list':
+      return listCommand(args, io)
+    case 'revoke':
+      return revokeCommand(args, io)
+    case 'rotate':
+      return rotateCommand(args, io)
     case undefined:
       throw new UsageError('keys needs a command: create, list, revoke or rotate', 'keys')
     default:

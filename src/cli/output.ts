@@ -1,8 +1,9 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import type { Config, DatabaseConfig } from '../config.js'
-import { openMigratedStorage } from '../storage/open-storage.js'
-import type { Storage } from '../storage/storage.js'
+import { openMigratedStorage } from '../repositories.js'
+import type { Storage } from '../repositories.js'
+import { UNPRINTABLE } from '../shared/unprintable.js'
 import type { Tracing } from '../tracing/tracing.js'
 
 // What every command shares beyond its arguments: where it writes, how it prints for people, the database it opens.
@@ -17,12 +18,6 @@ export interface CliIo {
   /** Started by the entry point when an OTLP endpoint is configured: `serve` traces its requests. */
   tracing?: Tracing
 }
-
-/**
- * Line breaks, escapes and other controls, and the marks that reorder text on screen: in a key's name they
- * would break a table or change what a terminal shows.
- */
-export const UNPRINTABLE = /[\p{Cc}\p{Zl}\p{Zp}\u202A-\u202E\u2066-\u2069]/u
 
 export function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString()

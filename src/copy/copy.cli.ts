@@ -2,7 +2,8 @@ import fs from 'node:fs'
 import { type CliIo, describeDatabase, postgresDatabase, progressReporter, table, withStorage } from '../cli/output.js'
 import { UsageError, parse } from '../cli/usage.js'
 import { type Config, ConfigError, type DatabaseConfig, loadConfig } from '../config.js'
-import { checkSqliteFolder, openStorage } from '../storage/open-storage.js'
+import { openStorage } from '../repositories.js'
+import { checkSqliteFolder } from '../storage/open-database.js'
 import { copyDatabase, type TableSummary } from './copy.service.js'
 
 export const COPY_HELP = `Usage: petstore copy --from URL --to URL

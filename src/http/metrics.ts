@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { Counter, Gauge, type Metric, Registry, collectDefaultMetrics } from 'prom-client'
-import type { PoolStats } from '../storage/storage.js'
+import type { PoolStats } from '../storage/database.js'
 import type { CountOverloaded } from './load-shedding.js'
 import { routeOf } from './route.js'
 

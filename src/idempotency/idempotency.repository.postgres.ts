@@ -1,5 +1,6 @@
 import type pg from 'pg'
-import type { PostgresClaim } from '../storage/claim.js'
+import type { Claim } from '../storage/claim.js'
+import { sealPostgresClaim } from '../storage/postgres/claim.js'
 import {
   type HeldRecord,
   type IdempotencyRepository,
@@ -69,12 +70,11 @@ async function takeKey(client: pg.PoolClient, request: IdempotentRequest): Promi
 
 export function createPostgresIdempotencyRepository(pool: pg.Pool): IdempotencyRepository {
   return {
-    claim(request): PostgresClaim<StoredResponse, HeldRecord> {
+    claim(request): Claim<StoredResponse, HeldRecord> {
       const { scope, key } = request
       // Whether a lock_timeout would be the wait for another request with the key, not some other wait.
       let waiting = false
-      return {
-        engine: 'postgres',
+      return sealPostgresClaim({
         begin: BEGIN,
         async take(client) {
           waiting = true
@@ -93,7 +93,7 @@ export function createPostgresIdempotencyRepository(pool: pg.Pool): IdempotencyR
         heldOnError(error) {
           return waiting && (error as { code?: unknown }).code === LOCK_NOT_AVAILABLE ? { state: 'in_progress' } : undefined
         },
-      }
+      })
     },
 
     async prune(before) {

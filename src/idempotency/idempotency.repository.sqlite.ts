@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3'
-import type { SqliteClaim } from '../storage/claim.js'
+import type { Claim } from '../storage/claim.js'
+import { sealSqliteClaim } from '../storage/sqlite/claim.js'
 import {
   type HeldRecord,
   type StoredResponse,
@@ -32,10 +33,9 @@ export function createSqliteIdempotencyRepository(db: Database): IdempotencyRepo
 
   return {
     // The pets repository runs these inside its IMMEDIATE transaction (pets.repository.sqlite.ts).
-    claim(request): SqliteClaim<StoredResponse, HeldRecord> {
+    claim(request): Claim<StoredResponse, HeldRecord> {
       const { scope, key, attemptId, fingerprint, now, abandonedBefore, expiredBefore } = request
-      return {
-        engine: 'sqlite',
+      return sealSqliteClaim({
         take() {
           if (take.get(scope, key, fingerprint, attemptId, now, abandonedBefore, expiredBefore) !== undefined) return undefined
           const row = find.get(scope, key)
@@ -45,7 +45,7 @@ export function createSqliteIdempotencyRepository(db: Database): IdempotencyRepo
         complete(response) {
           complete.run(response.status, response.location, response.body, scope, key)
         },
-      }
+      })
     },
     prune(before) {
       return Promise.resolve(prune.run(before).changes)

@@ -1,5 +1,6 @@
 import type pg from 'pg'
 import type { Claim, Claimed } from '../storage/claim.js'
+import { openPostgresClaim } from '../storage/postgres/claim.js'
 import { inTransaction } from '../storage/postgres/transaction.js'
 import type { ListPetsQuery, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
 
@@ -55,10 +56,10 @@ export function createPostgresPetsRepository(pool: pg.Pool): PetsRepository {
     async createOnce<Result, Held>(
       pet: NewPet,
       createdAt: number,
-      claim: Claim<Result, Held>,
+      sealed: Claim<Result, Held>,
       respond: (pet: Pet) => Result,
     ): Promise<Claimed<Result, Held>> {
-      if (claim.engine !== 'postgres') throw new Error(`a ${claim.engine} claim given to the PostgreSQL pets repository`)
+      const claim = openPostgresClaim(sealed)
       try {
         return await inTransaction(pool, claim.begin, async (client): Promise<Claimed<Result, Held>> => {
           // The claim is taken before the insert takes the lock of pet_ids_settled: a request that

@@ -1,5 +1,6 @@
 import type { Database } from 'better-sqlite3'
 import type { Claim, Claimed } from '../storage/claim.js'
+import { openSqliteClaim } from '../storage/sqlite/claim.js'
 import type { ListPetsQuery, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
 
 interface PetRow {
@@ -138,10 +139,10 @@ export function createSqlitePetsRepository(db: Database, changes: SqlitePetChang
     createOnce<Result, Held>(
       pet: NewPet,
       createdAt: number,
-      claim: Claim<Result, Held>,
+      sealed: Claim<Result, Held>,
       respond: (pet: Pet) => Result,
     ): Promise<Claimed<Result, Held>> {
-      if (claim.engine !== 'sqlite') throw new Error(`a ${claim.engine} claim given to the SQLite pets repository`)
+      const claim = openSqliteClaim(sealed)
       let outcome!: Claimed<Result, Held>
       transaction.immediate(() => {
         const held = claim.take()

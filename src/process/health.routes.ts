@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyInstance } from 'fastify'
-import { type Storage, StorageFault } from '../storage/storage.js'
+import { type DatabaseOperations, StorageFault } from '../storage/database.js'
 import { ApiError } from '../errors.js'
 import { LIVE_BODY } from './probes.js'
 import { StringEnum } from '../http/schema-types.js'
@@ -18,7 +18,7 @@ export const shuttingDown = (headers: Record<string, string> = {}): ApiError =>
  */
 export function registerHealthRoutes(
   app: FastifyInstance,
-  storage: Storage,
+  storage: Pick<DatabaseOperations, 'ping'>,
   /** The rate limits' store: in memory, Redis, or Redis out of reach. */
   rateLimitStoreStatus: () => 'memory' | 'redis' | 'unavailable',
   isDraining: () => boolean,

@@ -11,8 +11,8 @@ import { followConnections } from './drain.js'
 import { createMetrics } from '../http/metrics.js'
 import { readCertificatePair, reloadCertificates } from '../http/tls.js'
 import { type MetricsListener, answerReadinessForPrimary, appReadiness, processSource, reportToPrimary, startMetricsListener } from './operations-listener.js'
-import { openMigratedStorage, openStorage } from '../storage/open-storage.js'
-import type { Storage } from '../storage/storage.js'
+import { openMigratedStorage, openStorage } from '../repositories.js'
+import type { Storage } from '../repositories.js'
 import type { Tracing } from '../tracing/tracing.js'
 
 export interface RunningServer {
@@ -36,15 +36,15 @@ export async function startServer(
 ): Promise<RunningServer> {
   // Read before the database is opened: a certificate that cannot be served stops the start, naming its variable.
   const certificates = config.tls === undefined ? undefined : readCertificatePair(config.tls)
+  const options = { traceRepository: tracing?.traceSqliteRepository }
   let storage: Storage
   if (migrate) {
-    const opened = await openMigratedStorage(config.database, 'DATABASE_URL', logger)
+    const opened = await openMigratedStorage(config.database, 'DATABASE_URL', logger, options)
     if (opened.applied.length > 0) logger.info({ migrations: opened.applied }, 'applied migrations')
     storage = opened.storage
   } else {
-    storage = await openStorage(config.database, 'DATABASE_URL', logger)
+    storage = await openStorage(config.database, 'DATABASE_URL', logger, options)
   }
-  if (tracing !== undefined) storage = tracing.traceStorage(storage)
   let draining = false
   const metrics = createMetrics()
   // getPet calls are counted by the app's own recorder, which app.close() flushes while the database is still open.

@@ -3,7 +3,7 @@ import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../config.js'
 import { clusterReadiness, clusterSource, startMetricsListener } from './operations-listener.js'
-import { openMigratedStorage } from '../storage/open-storage.js'
+import { openMigratedStorage } from '../repositories.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
 export function parseWorkers(text: string | undefined): number | undefined {

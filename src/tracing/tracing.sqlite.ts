@@ -1,9 +1,4 @@
 import { type Attributes, SpanKind, SpanStatusCode, type Tracer, context, trace } from '@opentelemetry/api'
-import type { Storage } from '../storage/storage.js'
-
-/** The repositories a request uses, and the table each one keeps. */
-const TABLES = { pets: 'pets', apiKeys: 'api_keys', idempotency: 'idempotency_keys', deprecations: 'deprecated_calls' } as const
-type Traced = keyof typeof TABLES
 
 /**
  * A counter read once per turn of the event loop for the read cache, not a query of the request's own:
@@ -12,31 +7,13 @@ type Traced = keyof typeof TABLES
 const UNTRACED = new Set(['version'])
 
 /**
- * `storage` (SQLite, which no instrumentation covers) with a CLIENT span around each repository call
- * made within a traced request, named as the OpenTelemetry database conventions name a call that is
- * not one statement: `{db.operation.name} {db.collection.name}`, e.g. `findById pets`. Calls outside a
- * request (migrations, the periodic flush of getPet counts) make none, as pg's `requireParentSpan`.
- * No statement parameters are recorded. The repositories stay lazy: SQLite prepares them after `migrate()`.
+ * `repository` (SQLite, which no instrumentation covers) with a CLIENT span around each call made within
+ * a traced request, named as the OpenTelemetry database conventions name a call that is not one
+ * statement: `{db.operation.name} {db.collection.name}`, e.g. `findById pets`, `table` being the one it
+ * keeps. Calls outside a request (migrations, the periodic flush of getPet counts) make none, as pg's
+ * `requireParentSpan`. No statement parameters are recorded.
  */
-export function traceSqliteStorage(storage: Storage, tracer: Tracer): Storage {
-  const wrapped = new Map<Traced, object>()
-  const repository = <K extends Traced>(name: K): Storage[K] => {
-    let traced = wrapped.get(name) as Storage[K] | undefined
-    if (traced === undefined) {
-      traced = traceRepository(storage[name], TABLES[name], tracer)
-      wrapped.set(name, traced)
-    }
-    return traced
-  }
-  return Object.create(storage, {
-    pets: { get: () => repository('pets') },
-    apiKeys: { get: () => repository('apiKeys') },
-    idempotency: { get: () => repository('idempotency') },
-    deprecations: { get: () => repository('deprecations') },
-  }) as Storage
-}
-
-function traceRepository<R extends object>(repository: R, table: string, tracer: Tracer): R {
+export function traceSqliteRepository<R extends object>(repository: R, table: string, tracer: Tracer): R {
   const traced: Record<string, unknown> = {}
   for (const [name, member] of Object.entries(repository) as [string, unknown][]) {
     if (typeof member !== 'function' || UNTRACED.has(name)) {

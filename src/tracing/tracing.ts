@@ -25,8 +25,7 @@ import {
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions'
 import { redactKeys } from '../api-keys/api-keys.format.js'
 import type { TracingConfig } from '../config.js'
-import type { Storage } from '../storage/storage.js'
-import { traceSqliteStorage } from './tracing.sqlite.js'
+import { traceSqliteRepository } from './tracing.sqlite.js'
 
 /** The ids a log line carries to find its trace. */
 interface TraceIds {
@@ -38,8 +37,8 @@ interface TraceIds {
 export interface Tracing {
   /** The trace and span of the request being handled, if it is traced. */
   currentIds: () => TraceIds | undefined
-  /** `storage` with child spans around its work where no instrumentation makes them (SQLite). */
-  traceStorage(storage: Storage): Storage
+  /** A SQLite repository, which no instrumentation covers, with child spans around its calls (tracing.sqlite.ts). */
+  readonly traceSqliteRepository: <R extends object>(repository: R, table: string) => R
   /** Exports the spans still queued, for at most `timeoutMs`, and stops. */
   shutdown(timeoutMs: number): Promise<void>
 }
@@ -95,7 +94,7 @@ export function startTracing(config: TracingConfig, { metricsPort }: { metricsPo
       const { traceId, spanId } = span.spanContext()
       return { traceId, spanId }
     },
-    traceStorage: (storage) => (storage.engine === 'sqlite' ? traceSqliteStorage(storage, tracer) : storage),
+    traceSqliteRepository: (repository, table) => traceSqliteRepository(repository, table, tracer),
     async shutdown(timeoutMs) {
       let timer: NodeJS.Timeout | undefined
       const late = new Promise<void>((resolve) => {

@@ -12,7 +12,7 @@ import { MIGRATION_NAMES } from '../../src/storage/migrations/names.js'
 import { postgresMigrations } from '../../src/storage/migrations/postgres/index.js'
 import { runMigrations } from '../../src/storage/migrations/run-migrations.js'
 import { sqliteMigrations } from '../../src/storage/migrations/sqlite/index.js'
-import { openStorage } from '../../src/storage/open-storage.js'
+import { openStorage } from '../../src/repositories.js'
 import { ENGINES, type Engine, ManualClock, createTestDatabase, errorBody, postPet, storageEngine, useTestApp } from '../helper.js'
 
 const FORBIDDEN_CHALLENGE = (scope: Scope) => `Bearer realm="petstore", error="insufficient_scope", scope="${scope}"`

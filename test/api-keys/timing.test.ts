@@ -4,7 +4,7 @@ import { describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import pg from 'pg'
 import type { Config } from '../../src/config.js'
-import type { Storage } from '../../src/storage/storage.js'
+import type { Storage } from '../../src/repositories.js'
 import { DIRECT_ENGINES, type TestAppFixture, useTestApp } from '../helper.js'
 
 /*

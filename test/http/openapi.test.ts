@@ -6,14 +6,15 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Sqlite from 'better-sqlite3'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
-import type { Scope } from '../../src/api-keys/api-keys.scopes.js'
+import { SCOPES, type Scope } from '../../src/api-keys/api-keys.scopes.js'
+import { KEYS_HELP } from '../../src/api-keys/keys.cli.js'
 import { GET_PET_SUNSET } from '../../src/deprecations/deprecations.policy.js'
 import { main } from '../../src/cli.js'
 import { ERROR_CODES, ERROR_STATUS } from '../../src/errors.js'
 import { ERROR_MESSAGE_MAX_LENGTH } from '../../src/http/error-schema.js'
 import { MAX_HEADER_LINES } from '../../src/http/http-protocol.js'
 import { parseJson } from '../../src/http/json-body.js'
-import type { Storage } from '../../src/storage/storage.js'
+import type { Storage } from '../../src/repositories.js'
 import { DIRECT_ENGINES, type Engine, ROOT, buildTestApp, type TestApp } from '../helper.js'
 
 interface Response {
@@ -149,6 +150,19 @@ describe('OpenAPI document', () => {
     assert.deepEqual(operation('headGetPet').security, [{ bearerAuth: ['pets:read'] }])
     assert.deepEqual(operation('createPet').security, [{ bearerAuth: ['pets:write'] }])
     assert.match(doc.components.securitySchemes.bearerAuth?.description ?? '', /pets:read.*pets:write.*403 `forbidden`/)
+  })
+
+  it("tells people the operations of each scope as the operations' security requirements name them, here and in keys create --help", () => {
+    const operationsOfScope = new Map<string, string[]>()
+    for (const { method, operation: op } of operationsOf(doc)) {
+      if (method === 'head') continue
+      for (const scope of op.security?.[0]?.bearerAuth ?? []) operationsOfScope.set(scope, [...(operationsOfScope.get(scope) ?? []), op.operationId ?? ''])
+    }
+    assert.deepEqual([...operationsOfScope.keys()].sort(), [...SCOPES].sort())
+    for (const [scope, operations] of operationsOfScope) {
+      assert.ok(doc.components.securitySchemes.bearerAuth?.description.includes(`\`${scope}\` (${operations.join(', ')})`), scope)
+      assert.ok(KEYS_HELP['keys create'].includes(`${scope} (${operations.join(', ')})`), scope)
+    }
   })
 
   it('documents limit as an integer from 1 to 100 defaulting to 20, and the status filter', () => {

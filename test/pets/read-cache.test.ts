@@ -5,7 +5,7 @@ import pg from 'pg'
 import { FINAL_RECHECK_MS, type Representation, createRepresentationCache, representation } from '../../src/pets/pets.representation-cache.js'
 import { SQLITE_LIST_BY_STATUS } from '../../src/pets/pets.repository.sqlite.js'
 import { PETS_REPOSITORY_METHODS } from '../../src/pets/pets.routes.js'
-import type { Storage } from '../../src/storage/storage.js'
+import type { Storage } from '../../src/repositories.js'
 import { ENGINES, ManualClock, type TestApp, buildTestApp, postPet } from '../helper.js'
 
 /** Storage whose pet reads are counted, to see which answers came from the cache. */

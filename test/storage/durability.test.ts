@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test'
 import { createApiKeysService } from '../../src/api-keys/api-keys.service.js'
 import { systemClock } from '../../src/shared/clock.js'
 import { loadConfig } from '../../src/config.js'
-import { openStorage } from '../../src/storage/open-storage.js'
+import { openStorage } from '../../src/repositories.js'
 import { DIRECT_ENGINES, type Engine, createTestDatabase } from '../helper.js'
 import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackedTempDir, within } from '../processes.js'
 

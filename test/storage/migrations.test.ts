@@ -5,7 +5,7 @@ import pg from 'pg'
 import { createKey } from '../../scripts/petstore-process.js'
 import { loadConfig } from '../../src/config.js'
 import { MIGRATION_NAMES } from '../../src/storage/migrations/names.js'
-import { openStorage } from '../../src/storage/open-storage.js'
+import { openStorage } from '../../src/repositories.js'
 import { ENGINES, createTestDatabase, storageEngine } from '../helper.js'
 import { cleanupProcesses, recordModules, startServer, stopServer, trackedTempDir } from '../processes.js'
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
-import { openStorage } from '../../src/storage/open-storage.js'
+import { openStorage } from '../../src/repositories.js'
 
 // What is done to a SQLite file under a running storage, and where its pets must be afterwards: shared by
 // test/storage/sqlite-file.test.ts (the storage) and test/storage/sqlite-file-process.test.ts (the service).

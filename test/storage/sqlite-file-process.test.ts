@@ -6,7 +6,7 @@ import { errorShape } from '../../scripts/petstore-process.js'
 import { createApiKeysService } from '../../src/api-keys/api-keys.service.js'
 import { systemClock } from '../../src/shared/clock.js'
 import { loadConfig } from '../../src/config.js'
-import { openStorage } from '../../src/storage/open-storage.js'
+import { openStorage } from '../../src/repositories.js'
 import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackedTempDir } from '../processes.js'
 import { FAULTS, petNames } from './sqlite-file-faults.js'
 

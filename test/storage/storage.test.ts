@@ -5,7 +5,7 @@ import { describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import { ConfigError, loadConfig } from '../../src/config.js'
 import { sqliteMigrations } from '../../src/storage/migrations/sqlite/index.js'
-import { openStorage } from '../../src/storage/open-storage.js'
+import { openStorage } from '../../src/repositories.js'
 import { tempDir } from '../helper.js'
 
 describe('SQLite storage', () => {

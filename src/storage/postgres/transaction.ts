@@ -16,7 +16,7 @@ function discards(error: unknown): boolean {
  * Runs `work` in one transaction on one connection of `pool`, opened with `begin` (`BEGIN` and any
  * `SET LOCAL`s, one round trip). A connection whose ROLLBACK fails is discarded rather than
  * returned to the pool in an unknown state. The pool's connections listen for 'error' themselves
- * (postgres-storage.ts).
+ * (postgres-database.ts).
  */
 export async function inTransaction<T>(
   pool: pg.Pool,
@@ -26,7 +26,7 @@ export async function inTransaction<T>(
   try {
     return await attempt(pool, begin, work)
   } catch (error) {
-    // The first lost prepared statement turns them off (postgres-storage.ts) and ended the transaction
+    // The first lost prepared statement turns them off (postgres-database.ts) and ended the transaction
     // before anything committed: once more, unnamed, and the client never sees the switch.
     if (!lostPreparedStatement(error)) throw error
     return attempt(pool, begin, work)

@@ -1,6 +1,6 @@
 import fs from 'node:fs'
 import type { Database } from 'better-sqlite3'
-import { StorageFault } from '../storage.js'
+import { StorageFault } from '../database.js'
 
 /** A file is the same one while its device and inode are; bigint, as an inode may pass 2^53. */
 interface Identity {
@@ -71,4 +71,22 @@ export function guardDatabaseFile(db: Database, file: string, noticed: () => voi
     }
     throw new StorageFault(MOVED, closing === undefined ? undefined : { cause: closing })
   }
+}
+
+/** The methods of `R` that return a promise. */
+type AsyncMethods<R> = { [K in keyof R]: R[K] extends (...args: never[]) => Promise<unknown> ? K : never }[keyof R]
+
+/** `repository`, with `check` run before each of its `writes` and again once it has committed, before its caller hears of it. */
+export function guardWrites<R extends object>(repository: R, writes: readonly AsyncMethods<R>[], check: () => void): R {
+  const guarded = { ...repository }
+  for (const name of writes) {
+    const write = repository[name] as (...args: unknown[]) => Promise<unknown>
+    guarded[name] = (async (...args: unknown[]) => {
+      check()
+      const result = await write.apply(repository, args)
+      check()
+      return result
+    }) as R[typeof name]
+  }
+  return guarded
 }

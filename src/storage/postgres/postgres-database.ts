@@ -1,11 +1,6 @@
 import pg from 'pg'
-import { createPostgresApiKeysRepository } from '../../api-keys/api-keys.repository.postgres.js'
-import { createPostgresCopyRepository } from '../../copy/copy.repository.postgres.js'
-import { createPostgresDeprecationsRepository } from '../../deprecations/deprecations.repository.postgres.js'
-import { createPostgresIdempotencyRepository } from '../../idempotency/idempotency.repository.postgres.js'
-import { createPostgresPetsRepository } from '../../pets/pets.repository.postgres.js'
+import type { PostgresDatabase } from '../database.js'
 import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
-import type { Storage } from '../storage.js'
 import { isUnavailable, lostPreparedStatement } from './errors.js'
 
 /** The names in Kysely's `schema_migrations`, none before the first migration made it. */
@@ -81,7 +76,7 @@ function statementMode(named: boolean, warn: (message: string) => void) {
 }
 
 /** A pool of `poolSize` connections to the PostgreSQL server (or pooler) of `url`. */
-export function openPostgresStorage({ url, poolSize, preparedStatements, warn = () => {} }: PostgresOptions): Storage {
+export function openPostgresDatabase({ url, poolSize, preparedStatements, warn = () => {} }: PostgresOptions): PostgresDatabase {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -106,11 +101,7 @@ export function openPostgresStorage({ url, poolSize, preparedStatements, warn = 
 
   return {
     engine: 'postgres',
-    pets: createPostgresPetsRepository(pool),
-    apiKeys: createPostgresApiKeysRepository(pool),
-    idempotency: createPostgresIdempotencyRepository(pool),
-    deprecations: createPostgresDeprecationsRepository(pool),
-    copy: createPostgresCopyRepository(pool),
+    pool,
     async migrate() {
       if (upToDate(await recordedMigrations(pool), MIGRATION_NAMES.postgres)) return []
       const [{ Kysely, PostgresDialect }, { runMigrations }, { postgresMigrations }] = await Promise.all([

@@ -1,11 +1,6 @@
 import Sqlite from 'better-sqlite3'
-import { createSqliteApiKeysRepository } from '../../api-keys/api-keys.repository.sqlite.js'
-import { createSqliteCopyRepository } from '../../copy/copy.repository.sqlite.js'
-import { createSqliteDeprecationsRepository } from '../../deprecations/deprecations.repository.sqlite.js'
-import { createSqliteIdempotencyRepository } from '../../idempotency/idempotency.repository.sqlite.js'
-import { createSqlitePetsRepository, trackSqlitePetChanges } from '../../pets/pets.repository.sqlite.js'
+import { type SqliteDatabase, StorageFault, type StorageLog } from '../database.js'
 import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
-import { type Storage, StorageFault, type StorageLog } from '../storage.js'
 import { guardDatabaseFile } from './database-file.js'
 import { inTransaction } from './transaction.js'
 
@@ -24,32 +19,14 @@ function recordedMigrations(db: Sqlite.Database): string[] {
   return table === undefined ? [] : db.prepare<[], string>('SELECT name FROM schema_migrations').pluck().all()
 }
 
-/** The methods of `R` that return a promise. */
-type AsyncMethods<R> = { [K in keyof R]: R[K] extends (...args: never[]) => Promise<unknown> ? K : never }[keyof R]
-
-/** `repository`, with `check` run before each of its `writes` and again once it has committed, before its caller hears of it. */
-function guardWrites<R extends object>(repository: R, writes: readonly AsyncMethods<R>[], check: () => void): R {
-  const guarded = { ...repository }
-  for (const name of writes) {
-    const write = repository[name] as (...args: unknown[]) => Promise<unknown>
-    guarded[name] = (async (...args: unknown[]) => {
-      check()
-      const result = await write.apply(repository, args)
-      check()
-      return result
-    }) as R[typeof name]
-  }
-  return guarded
-}
-
 /** Pages copied per turn of the event loop by `backup` (4 KiB each: 4 MiB). */
 const BACKUP_PAGES_PER_STEP = 1024
 
 /**
- * Opens (creating if needed) the SQLite file in a folder that exists. Repositories are prepared after
- * `migrate()`. `named` is the variable that gave `file`, for the log.
+ * Opens (creating if needed) the SQLite file in a folder that exists. Statements on the features' tables
+ * are prepared after `migrate()`. `named` is the variable that gave `file`, for the log.
  */
-export function openSqliteStorage(file: string, { named = 'DATABASE_URL', log }: { named?: string; log?: StorageLog } = {}): Storage {
+export function openSqliteDatabase(file: string, { named = 'DATABASE_URL', log }: { named?: string; log?: StorageLog } = {}): SqliteDatabase {
   const db = new Sqlite(file)
   const checkFile = guardDatabaseFile(db, file, () =>
     log?.error(
@@ -63,34 +40,12 @@ export function openSqliteStorage(file: string, { named = 'DATABASE_URL', log }:
   db.pragma('busy_timeout = 5000')
   db.pragma('foreign_keys = ON')
 
-  const petChanges = trackSqlitePetChanges(db)
-  let repositories: Pick<Storage, 'pets' | 'apiKeys' | 'idempotency' | 'deprecations'> | undefined
-  const prepared = (): Pick<Storage, 'pets' | 'apiKeys' | 'idempotency' | 'deprecations'> => {
-    repositories ??= {
-      pets: guardWrites(createSqlitePetsRepository(db, petChanges), ['create', 'createOnce'], checkFile),
-      apiKeys: guardWrites(createSqliteApiKeysRepository(db), ['insert', 'rotate', 'revoke', 'touch'], checkFile),
-      idempotency: guardWrites(createSqliteIdempotencyRepository(db), ['prune'], checkFile),
-      deprecations: guardWrites(createSqliteDeprecationsRepository(db), ['add'], checkFile),
-    }
-    return repositories
-  }
   const ping = db.prepare('SELECT 1')
 
   return {
     engine: 'sqlite',
-    get pets() {
-      return prepared().pets
-    },
-    get apiKeys() {
-      return prepared().apiKeys
-    },
-    get idempotency() {
-      return prepared().idempotency
-    },
-    get deprecations() {
-      return prepared().deprecations
-    },
-    copy: createSqliteCopyRepository(db),
+    db,
+    checkFile,
     async migrate() {
       if (upToDate(recordedMigrations(db), MIGRATION_NAMES.sqlite)) return []
       const [{ Kysely, SqliteDialect }, { runMigrations }, { sqliteMigrations }] = await Promise.all([

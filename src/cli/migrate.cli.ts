@@ -1,5 +1,5 @@
-import { type CliIo, withStorage } from '../cli/output.js'
-import { parse } from '../cli/usage.js'
+import { type CliIo, withStorage } from './output.js'
+import { parse } from './usage.js'
 import { loadConfig } from '../config.js'
 
 export const MIGRATE_HELP =

@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { ConfigError, type DatabaseConfig, withoutPassword } from '../config.js'
-import type { Storage, StorageLog } from './storage.js'
+import type { Database, StorageLog } from './database.js'
 
 /**
  * Opens the configured engine. Nothing is migrated until `migrate()`. A SQLite file is created in its
@@ -10,7 +10,7 @@ import type { Storage, StorageLog } from './storage.js'
  * and for a file SQLite cannot open. `log` hears what the operator should fix while the storage runs (a
  * pooler that drops prepared statements, a SQLite file deleted).
  */
-export async function openStorage(database: DatabaseConfig, named = 'DATABASE_URL', log?: StorageLog): Promise<Storage> {
+export async function openDatabase(database: DatabaseConfig, named = 'DATABASE_URL', log?: StorageLog): Promise<Database> {
   // Each engine's driver is loaded only when it is the configured one: memory is part of the budget.
   if (database.engine === 'sqlite') {
     if (database.createFolder === true) {
@@ -20,15 +20,15 @@ export async function openStorage(database: DatabaseConfig, named = 'DATABASE_UR
         throw new ConfigError(named, `${chosen(database)} whose folder cannot be created: ${(error as Error).message}`)
       }
     } else checkSqliteFolder(database, named)
-    const { openSqliteStorage } = await import('./sqlite/sqlite-storage.js')
+    const { openSqliteDatabase } = await import('./sqlite/sqlite-database.js')
     try {
-      return openSqliteStorage(database.path, { named, log })
+      return openSqliteDatabase(database.path, { named, log })
     } catch (error) {
       throw namingDatabase(error, database, named, (cause) => hasCode(cause) && cause.code.startsWith('SQLITE_'))
     }
   }
-  const { openPostgresStorage } = await import('./postgres/postgres-storage.js')
-  return openPostgresStorage({ ...database, warn: log === undefined ? undefined : (message) => log.warn(message) })
+  const { openPostgresDatabase } = await import('./postgres/postgres-database.js')
+  return openPostgresDatabase({ ...database, warn: log === undefined ? undefined : (message) => log.warn(message) })
 }
 
 /** Throws, naming `named`, if `database` is a SQLite file whose folder does not exist (and is not to be made). */
@@ -47,17 +47,17 @@ export function checkSqliteFolder(database: DatabaseConfig, named: string): void
  * first. A database that cannot be reached, or refuses the connection, is reported as such, naming
  * where its URL came from (`named`, DATABASE_URL unless a command line option gave it).
  */
-export async function openMigratedStorage(
+export async function openMigratedDatabase(
   database: DatabaseConfig,
   named = 'DATABASE_URL',
   log?: StorageLog,
-): Promise<{ storage: Storage; applied: string[] }> {
-  const storage = await openStorage(database, named, log)
+): Promise<{ database: Database; applied: string[] }> {
+  const opened = await openDatabase(database, named, log)
   try {
-    return { storage, applied: await storage.migrate() }
+    return { database: opened, applied: await opened.migrate() }
   } catch (error) {
-    await storage.close().catch(() => {})
-    throw namingDatabase(error, database, named, (cause) => storage.isUnavailable(cause))
+    await opened.close().catch(() => {})
+    throw namingDatabase(error, database, named, (cause) => opened.isUnavailable(cause))
   }
 }
 

@@ -1,9 +1,6 @@
-import type { ApiKeysRepository } from '../api-keys/api-keys.repository.js'
+import type { Database as SqliteHandle } from 'better-sqlite3'
+import type pg from 'pg'
 import type { DatabaseConfig } from '../config.js'
-import type { CopyRepository } from '../copy/copy.repository.js'
-import type { DeprecationsRepository } from '../deprecations/deprecations.repository.js'
-import type { IdempotencyRepository } from '../idempotency/idempotency.repository.js'
-import type { PetsRepository } from '../pets/pets.repository.js'
 
 /** Where an engine tells the operator what to fix while it runs; the service's logger is one. */
 export interface StorageLog {
@@ -30,18 +27,9 @@ export interface PoolStats {
   max: number
 }
 
-/**
- * Everything the service keeps, behind one interface; each engine lives in its own folder and
- * open-storage.ts picks one. This file only declares, so that the engines can import it without a cycle.
- */
-export interface Storage {
+/** What every engine does, whatever is kept in it. */
+export interface DatabaseOperations {
   readonly engine: DatabaseConfig['engine']
-  readonly pets: PetsRepository
-  readonly apiKeys: ApiKeysRepository
-  readonly idempotency: IdempotencyRepository
-  readonly deprecations: DeprecationsRepository
-  /** Whole tables in and out, for `petstore copy`. */
-  readonly copy: CopyRepository
   /** Applies pending migrations; safe to run again. Returns the names of those it applied. */
   migrate(): Promise<string[]>
   /** True for failures of the database itself (busy, full, read-only, gone): the client gets 503. */
@@ -57,3 +45,23 @@ export interface Storage {
   poolStats?(): PoolStats
   close(): Promise<void>
 }
+
+/** A SQLite file, opened: `db` for the repositories, which prepare their statements after `migrate()`. */
+export interface SqliteDatabase extends DatabaseOperations {
+  readonly engine: 'sqlite'
+  readonly db: SqliteHandle
+  /** Throws a `StorageFault` once the file is no longer the one opened; the repositories' writes call it (`guardWrites`). */
+  readonly checkFile: () => void
+}
+
+/** A pool of connections to a PostgreSQL server or pooler. */
+export interface PostgresDatabase extends DatabaseOperations {
+  readonly engine: 'postgres'
+  readonly pool: pg.Pool
+}
+
+/**
+ * An engine, opened; it knows nothing of what the features keep there (src/repositories.ts composes
+ * them). Each engine lives in its own folder, and open-database.ts picks one.
+ */
+export type Database = SqliteDatabase | PostgresDatabase

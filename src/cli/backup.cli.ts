@@ -1,9 +1,9 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import { type CliIo, describeDatabase, progressReporter } from '../cli/output.js'
-import { UsageError, parse } from '../cli/usage.js'
+import { type CliIo, describeDatabase, progressReporter } from './output.js'
+import { UsageError, parse } from './usage.js'
 import { loadConfig } from '../config.js'
-import { openStorage } from './open-storage.js'
+import { openDatabase } from '../storage/open-database.js'
 
 export const BACKUP_HELP = `Usage: petstore backup <file> [--force]
 
@@ -49,7 +49,7 @@ export async function backupCommand(args: string[], io: CliIo): Promise<0 | 1 | 
   const partial = `${target}.partial-${process.pid}`
   const progress = progressReporter(io, 'Backing up', 'pages')
   const startedAt = new Date()
-  const storage = await openStorage(database)
+  const storage = await openDatabase(database)
   io.stderr(`${describeDatabase(database, io.cwd, false)}\n`)
   try {
     if (storage.backup === undefined) throw new Error('this engine has no backup')
