@@ -1,6 +1,6 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
 import { createAuthenticate } from './api-keys/api-keys.auth.js'
-import { containsKey } from './api-keys/api-keys.format.js'
+import { containsKey } from './shared/redaction.js'
 import { createAuthFailuresCounter, createRateLimitedCounter } from './api-keys/api-keys.metrics.js'
 import { registerRateLimits } from './api-keys/api-keys.rate-limit.js'
 import { bearerAuthScheme } from './api-keys/api-keys.schemas.js'

@@ -1,4 +1,4 @@
-import { redactKeys } from './api-keys/api-keys.format.js'
+import { redactKeys } from './shared/redaction.js'
 import { KEYS_HELP, keysCommand } from './api-keys/keys.cli.js'
 import { OPENAPI_HELP, openapiCommand } from './cli/openapi.cli.js'
 import type { CliIo } from './cli/output.js'

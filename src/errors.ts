@@ -1,4 +1,4 @@
-import { redactKeys } from './api-keys/api-keys.format.js'
+import { redactKeys } from './shared/redaction.js'
 
 /**
  * The one catalogue of error codes. Every failure of every layer (router, body parser, auth,

@@ -1,5 +1,5 @@
 import pino, { type DestinationStream, type Logger } from 'pino'
-import { redactKeys } from './api-keys/api-keys.format.js'
+import { redactKeys } from './shared/redaction.js'
 import type { Config } from './config.js'
 
 /**

@@ -1,56 +1,14 @@
 import type { Environment } from '../config.js'
+import { SECRET_PREFIXES } from '../shared/redaction.js'
 
-/** What every key begins with, per environment; the rest is its secret. */
-export const KEY_PREFIX: Record<Environment, string> = { production: 'ps_live_', staging: 'ps_test_' }
+/**
+ * What every key begins with, per environment; the rest is its secret. The prefixes are what marks a
+ * secret of ours wherever it turns up, so they are redaction's (src/shared/redaction.ts).
+ */
+export const KEY_PREFIX: Record<Environment, string> = { production: SECRET_PREFIXES.live, staging: SECRET_PREFIXES.test }
 
 /** Base62 characters: 32 × log2(62) ≈ 190 random bits. */
 export const SECRET_LENGTH = 32
 
 /** What every key's public id begins with; a secret never does. */
 export const KEY_ID_PREFIX = 'key_'
-
-// Any character of a key may arrive encoded, and is then echoed or logged as it arrived: a path is
-// echoed as sent, so `%70s_live_…`, `ps_live_%51…` or every byte encoded (in either case of hex) must
-// count as much as the key itself; so must an encoding encoded again (`%2570`: a proxy or a client
-// that encodes twice), and a JavaScript or JSON escape (`\u0070`, `\x70`) whose backslash a log line
-// may itself have escaped. A reader undoes any of these at a glance, so each is as good as the key.
-const ENCODED = (hex: string) => `%(?:25)*${hex}|\\\\+(?:u00|x)${hex}`
-/** `char` as it may arrive: itself, or its code, in either case of a letter, in any of those encodings. */
-function anyForm(char: string): string {
-  const codes = new Set([char.toLowerCase(), char.toUpperCase()].map((form) => form.charCodeAt(0).toString(16)))
-  return `(?:${char}|${ENCODED(`(?:${[...codes].join('|')})`)})`
-}
-const anyForms = (word: string) => [...word].map(anyForm).join('')
-// 0-9, A-Z and a-z by their code points: 30-39, 41-5A, 61-7A.
-const SECRET_CHAR = `(?:[a-z0-9]|${ENCODED('(?:3[0-9]|[46][1-9a-f]|[57][0-9a])')})`
-
-/** A key's prefix in any of the encodings above; `live` is how its `live` is matched. */
-const prefix = (live: string) => `${anyForms('ps_')}(?:${live}|${anyForms('test')})${anyForm('_')}`
-
-// A prefix followed by any base62 text: a whole key, or part of one cut short. The text ends where
-// another prefix begins: the `ps` of a key pasted right after the first (or over its last characters, or
-// into its middle) would otherwise be taken as the first one's secret, and the rest of the second key,
-// secret and all, would no longer follow a prefix.
-const KEY_SHAPE = new RegExp(`${prefix(`(${anyForms('live')})`)}(?:(?!${prefix(anyForms('live'))})${SECRET_CHAR})+`, 'gi')
-
-// Every form of a key holds an `s` next to an `_` (both as they are), a `%` or a backslash: a text
-// with none of them, as most log lines are, is passed over by one scan that costs less than the search.
-const MAY_HOLD_KEY = /s_|[%\\]/i
-
-/**
- * `text` with anything shaped like one of our keys, in any of the encodings above, replaced by its
- * prefix and `…[redacted]`. Every error message and every log line passes through it: a client that
- * pastes its key into a path, a query string, a body field or a header must not find it echoed back,
- * nor its operators in the logs.
- */
-export function redactKeys(text: string): string {
-  if (!MAY_HOLD_KEY.test(text)) return text
-  return text.replace(KEY_SHAPE, (_match, live: string | undefined) => (live === undefined ? 'ps_test_…[redacted]' : 'ps_live_…[redacted]'))
-}
-
-/** Whether `text` holds something shaped like one of our keys, in any of the encodings above. */
-export function containsKey(text: string): boolean {
-  return MAY_HOLD_KEY.test(text) && KEY_SHAPE_ANYWHERE.test(text)
-}
-
-const KEY_SHAPE_ANYWHERE = new RegExp(KEY_SHAPE.source, 'i')

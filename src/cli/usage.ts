@@ -1,5 +1,5 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util'
-import { redactKeys } from '../api-keys/api-keys.format.js'
+import { redactKeys } from '../shared/redaction.js'
 
 // Reading a command line, shared by every command: strict options, and mistakes as usage errors (exit 2).
 

@@ -23,7 +23,7 @@ import {
   TracerProvider,
 } from '@opentelemetry/sdk-trace'
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions'
-import { redactKeys } from '../api-keys/api-keys.format.js'
+import { redactKeys } from '../shared/redaction.js'
 import type { TracingConfig } from '../config.js'
 import { traceSqliteRepository } from './tracing.sqlite.js'
 

@@ -5,7 +5,7 @@ import http from 'node:http'
 import net from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { createKey } from '../../scripts/petstore-process.js'
-import { containsKey, redactKeys } from '../../src/api-keys/api-keys.format.js'
+import { containsKey, redactKeys } from '../../src/shared/redaction.js'
 import { DIRECT_ENGINES, type TestDatabase, createTestDatabase } from '../helper.js'
 import { type ServerProcess, cleanupProcesses, freePort, startServer, stopServer, trackedTempDir } from '../processes.js'
 
