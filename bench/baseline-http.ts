@@ -5,6 +5,7 @@
 // between the socket and the store. Not a product. The floor (floor.ts) takes its contract parts from
 // here too: statuses, getPet's headers, the bearer check, the body limit, and the store's interface.
 import http from 'node:http'
+import { GET_PET_SUNSET } from '../src/deprecations/deprecations.policy.js'
 
 export type PetStatus = 'available' | 'pending' | 'sold'
 
@@ -40,7 +41,7 @@ export const JSON_TYPE = 'application/json; charset=utf-8'
 export function getPetHeaders(publicBaseUrl: string): Record<string, string> {
   return {
     deprecation: `@${Date.parse('2026-11-22T00:00:00Z') / 1000}`,
-    sunset: 'Thu, 05 Dec 2030 00:00:00 GMT',
+    sunset: GET_PET_SUNSET.toUTCString(),
     link: `<${publicBaseUrl}/v1/pets>; rel="successor-version"`,
   }
 }

@@ -3,6 +3,7 @@ import type { Clock } from '../shared/clock.js'
 import { ApiError } from '../errors.js'
 import type { CountDeprecatedCall } from './deprecations.metrics.js'
 import type { DeprecationRecorder } from './deprecations.recorder.js'
+import { deprecationHeaderValue } from './deprecations.schemas.js'
 
 /** A deprecated operation, as its announcement and its sunset gate need it. */
 export interface DeprecatedOperation {
@@ -41,7 +42,7 @@ export interface DeprecationHooksDeps {
 export function createDeprecationHooks(operation: DeprecatedOperation, { clock, recorder, countCall }: DeprecationHooksDeps): DeprecationHooks {
   const { operationId, successor } = operation
   const headers = {
-    deprecation: `@${Math.floor(operation.deprecatedAt.getTime() / 1000)}`,
+    deprecation: deprecationHeaderValue(operation.deprecatedAt),
     sunset: operation.sunset.toUTCString(),
     link: `<${successor}>; rel="successor-version"`,
   }

@@ -1,6 +1,7 @@
 import { type TSchema, Type } from '@sinclair/typebox'
 import { forbiddenResponse } from '../api-keys/api-keys.schemas.js'
-import { GET_PET_SUNSET } from '../deprecations/deprecations.policy.js'
+import { GET_PET_DEPRECATION } from '../deprecations/deprecations.policy.js'
+import { dayInWords, deprecationHeadersSchema } from '../deprecations/deprecations.schemas.js'
 import {
   HEADER_BLOCK_MAX_BYTES,
   RATE_LIMIT_HEADERS,
@@ -204,19 +205,13 @@ export const createPetSchema = {
  * route's hooks run, whatever the path: a 400 for a request that is not plain HTTP/1.1 (two `Host`
  * headers…), a 503 `overloaded`, and the 405, 408, 417 and 431 every operation shares (openapi.ts).
  */
-const deprecationHeaders = {
-  // GETPET_DEPRECATED_AT is no later than the sunset.
-  Deprecation: Type.String({ maxLength: `@${GET_PET_SUNSET.getTime() / 1000}`.length, pattern: '^@[0-9]+$', description: 'When the operation was deprecated, as `@<unix seconds>` (RFC 9745).' }),
-  Sunset: Type.Literal('Thu, 05 Dec 2030 00:00:00 GMT', { description: 'When the operation will be removed (RFC 8594).' }),
-  Link: Type.String({ pattern: '^<[^>]*/v1/pets>; rel="successor-version"$', description: 'The replacement, listPets under `PUBLIC_BASE_URL`: `<https://api.example.com/v1/pets>; rel="successor-version"`.' }),
-}
+const deprecationHeaders = deprecationHeadersSchema(GET_PET_DEPRECATION.sunset, { operationId: listPetsSchema.operationId, path: '/v1/pets' })
 const alwaysDeprecationHeaders = alwaysSent(deprecationHeaders)
 
 export const getPetSchema = {
-  operationId: 'getPet',
+  operationId: GET_PET_DEPRECATION.operationId,
   summary: 'Get an animal (deprecated)',
-  description:
-    'Deprecated: removed on 5 December 2030, after which it answers 410. Use `GET /pets` with a `status` filter instead.',
+  description: `Deprecated: removed on ${dayInWords(GET_PET_DEPRECATION.sunset)}, after which it answers 410. Use \`GET /pets\` with a \`status\` filter instead.`,
   deprecated: true,
   tags: ['pets'],
   security: [{ bearerAuth: ['pets:read'] }],

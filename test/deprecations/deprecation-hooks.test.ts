@@ -3,7 +3,7 @@ import { before, describe, it } from 'node:test'
 import { GET_PET_SUNSET } from '../../src/deprecations/deprecations.policy.js'
 import { ENGINES, ManualClock, buildTestApp, errorBody, postPet, useTestApp } from '../helper.js'
 
-const SUNSET = 'Thu, 05 Dec 2030 00:00:00 GMT'
+const SUNSET = GET_PET_SUNSET.toUTCString()
 /** getPet's successor Link where PUBLIC_BASE_URL is `base`. */
 const successorLink = (base: string) => `<${base}/v1/pets>; rel="successor-version"`
 
