@@ -6,6 +6,7 @@ import type { FastifyBaseLogger, onRequestHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { sendError } from './error-handler.js'
 import { continueWhenBodyIsRead } from './expect-continue.js'
+import { IDEMPOTENCY_KEY } from './header-names.js'
 import { http } from './node-http.js'
 import { type CertificatePair, STRICT_TRANSPORT_SECURITY, createHttpsServer } from './tls.js'
 
@@ -28,7 +29,7 @@ export const MAX_HEADER_LINES = 100
 export const LINGER_MAX_BYTES = 64 * 1024 * 1024
 
 /** Headers a request may carry once: a second one could make a proxy and the service read different values. */
-const SINGLE_HEADERS = ['host', 'authorization', 'content-type', 'idempotency-key', 'x-request-id']
+const SINGLE_HEADERS = ['host', 'authorization', 'content-type', IDEMPOTENCY_KEY, 'x-request-id']
 
 /**
  * The index in SINGLE_HEADERS of the header `name`, whatever its case, or -1. Runs on every header

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox'
+import { IDEMPOTENCY_KEY } from '../http/header-names.js'
 import { withRule } from '../http/schema-types.js'
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.policy.js'
 
@@ -11,7 +12,7 @@ const retentionHours = IDEMPOTENCY_RETENTION_MS / 3_600_000
  * because Fastify matches header schemas in lower case; a capitalised property would not be checked.
  */
 export const IdempotencyKeyHeadersSchema = Type.Object({
-  'idempotency-key': Type.Optional(
+  [IDEMPOTENCY_KEY]: Type.Optional(
     withRule(
       Type.String({
       minLength: 1,

@@ -5,6 +5,7 @@ import type { Clock } from '../shared/clock.js'
 import { conditionalGet } from './pets.conditional.js'
 import { type Representation, createRepresentationCache, representation } from './pets.representation-cache.js'
 import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
+import { IDEMPOTENCY_KEY } from '../http/header-names.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
 import { LIMIT_DEFAULT, PetStatusSchema, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
 import type { Pet, PetsRepository } from './pets.repository.js'
@@ -76,7 +77,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   })
 
   app.post(PETS_PATH, { schema: createPetSchema, onRequest: [authenticate, requireScope('pets:write')] }, async (request, reply) => {
-    const key = request.headers['idempotency-key']
+    const key = request.headers[IDEMPOTENCY_KEY]
     if (key === undefined) {
       const pet = await pets.create(request.body)
       return reply.code(201).header('location', petUrl(pet)).send(pet)

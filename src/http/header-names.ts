@@ -1,0 +1,10 @@
+/**
+ * The request header that makes a create safe to retry (draft-ietf-httpapi-idempotency-key-header), as
+ * the wire and the documents write it. It is named here, below the features, because the HTTP layer
+ * handles it as well as the idempotency feature: it may be sent only once (http-protocol.ts), and a
+ * browser page may send it (cors.ts).
+ */
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key'
+
+/** The same name as Fastify holds a request's headers and matches their schemas: lower case. */
+export const IDEMPOTENCY_KEY = IDEMPOTENCY_KEY_HEADER.toLowerCase() as Lowercase<typeof IDEMPOTENCY_KEY_HEADER>
