@@ -1,11 +1,11 @@
 import cors, { type FastifyCorsOptions } from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
+import { watchServedRoutes } from './error-handler.js'
+import { IDEMPOTENCY_KEY_HEADER } from './header-names.js'
+import { http } from './node-http.js'
 
 /** What a browser app may send: the key, the JSON body's type and createPet's retry key. */
-const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key']
-
-/** The three operations' methods (HEAD answers like GET). */
-const ALLOWED_METHODS = ['GET', 'HEAD', 'POST']
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type', IDEMPOTENCY_KEY_HEADER]
 
 /**
  * The response headers the service sends that a browser app needs and could not read otherwise (beyond
@@ -26,8 +26,9 @@ const PREFLIGHT_MAX_AGE_S = 7200
 
 /**
  * Lets the pages of `origins` (CORS_ORIGINS) call the service from a browser, with @fastify/cors; with
- * none, nothing is registered and no response carries a CORS header. Register it before the load
- * shedding, the routes and `collectRouteMethods`:
+ * none, nothing is registered and no response carries a CORS header. The methods it allows are those of
+ * the routes added after it, known once the app is ready: every method the service serves. Register it
+ * before the load shedding, the routes and `collectRouteMethods`:
  * - its onRequest hook answers a preflight (OPTIONS with `Access-Control-Request-Method` from a listed
  *   origin) with 204 before shedding, authentication, rate limits and the 405 route: a preflight never
  *   carries the key, and the browser refuses the actual request unless its preflight got a 2xx;
@@ -43,17 +44,8 @@ const PREFLIGHT_MAX_AGE_S = 7200
  */
 export async function registerCors(app: FastifyInstance, origins: readonly string[]): Promise<void> {
   if (origins.length === 0) return
-  // Made once per origin, not per request: the delegator runs on every request.
-  const optionsOf = (origin: string, preflight: boolean): FastifyCorsOptions =>
-    Object.freeze({
-      origin,
-      methods: ALLOWED_METHODS,
-      allowedHeaders: ALLOWED_HEADERS,
-      exposedHeaders: EXPOSED_HEADERS,
-      maxAge: PREFLIGHT_MAX_AGE_S,
-      preflight,
-    })
-  const listed = new Map(origins.map((origin) => [origin, { preflight: optionsOf(origin, true), other: optionsOf(origin, false) }]))
+  // Made once per origin, once the routes are known, not per request: the delegator runs on every request.
+  let listed = new Map<string, { preflight: FastifyCorsOptions; other: FastifyCorsOptions }>()
   const notListed: FastifyCorsOptions = Object.freeze({ origin: false })
   await app.register(cors, {
     hook: 'onRequest',
@@ -67,5 +59,24 @@ export async function registerCors(app: FastifyInstance, origins: readonly strin
       // An OPTIONS without Access-Control-Request-Method is no preflight: the 405 route answers it.
       callback(null, request.headers['access-control-request-method'] === undefined ? options.other : options.preflight)
     },
+  })
+  // Watched from after the plugin's own `OPTIONS *`, which only answers preflights.
+  const served = new Set<string>()
+  watchServedRoutes(app, (methods) => {
+    for (const method of methods) served.add(method)
+  })
+  app.addHook('onReady', async () => {
+    // In the order of Node's list of methods, as `Allow` has them.
+    const methods = http.METHODS.filter((method) => served.has(method))
+    const optionsOf = (origin: string, preflight: boolean): FastifyCorsOptions =>
+      Object.freeze({
+        origin,
+        methods,
+        allowedHeaders: ALLOWED_HEADERS,
+        exposedHeaders: EXPOSED_HEADERS,
+        maxAge: PREFLIGHT_MAX_AGE_S,
+        preflight,
+      })
+    listed = new Map(origins.map((origin) => [origin, { preflight: optionsOf(origin, true), other: optionsOf(origin, false) }]))
   })
 }

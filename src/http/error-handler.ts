@@ -79,11 +79,10 @@ export function collectRouteMethods(app: FastifyInstance): () => void {
     if (!app.supportedMethods.includes(method)) app.addHttpMethod(method, { hasBody: true })
   }
   const methodsByPath = new Map<string, Set<string>>()
-  app.addHook('onRoute', (route: RouteOptions) => {
-    if (route.config?.methodNotAllowed === true) return
-    const methods = methodsByPath.get(route.url) ?? new Set<string>()
-    for (const method of [route.method].flat()) methods.add(method)
-    methodsByPath.set(route.url, methods)
+  watchServedRoutes(app, (methods, url) => {
+    const known = methodsByPath.get(url) ?? new Set<string>()
+    for (const method of methods) known.add(method)
+    methodsByPath.set(url, known)
   })
   return () => {
     for (const [url, methods] of methodsByPath) {
@@ -95,6 +94,16 @@ export function collectRouteMethods(app: FastifyInstance): () => void {
       app.route({ method: others, url, schema: { hide: true }, config: { methodNotAllowed: true }, onRequest: refuse, handler: refuse })
     }
   }
+}
+
+/**
+ * Calls `served` with the methods and the path of each route added from now on that serves them: every
+ * route but the 405 ones collectRouteMethods adds, which answer their methods only to refuse them.
+ */
+export function watchServedRoutes(app: FastifyInstance, served: (methods: readonly string[], url: string) => void): void {
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (route.config?.methodNotAllowed !== true) served([route.method].flat(), route.url)
+  })
 }
 
 declare module 'fastify' {

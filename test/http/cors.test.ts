@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { InjectOptions, LightMyRequestResponse } from 'fastify'
+import Fastify, { type InjectOptions, type LightMyRequestResponse } from 'fastify'
 import { ConfigError, loadConfig } from '../../src/config.js'
+import { registerCors } from '../../src/http/cors.js'
 import { DIRECT_ENGINES, buildTestApp, errorBody, postPet, useTestApp } from '../helper.js'
 
 // CORS at the HTTP level: what a browser would be told, header by header, for listed and other origins,
@@ -179,6 +180,15 @@ for (const engine of DIRECT_ENGINES) {
       assertPreflightAnswered(withKey, APP, 'preflight carrying Authorization')
       const logged = fx.testApp.logs.filter((line) => line.method === 'OPTIONS' && line.route === '/v1/pets')
       assert.ok(logged.length >= 2 && logged.every((line) => line.status === 204 && line.keyId === undefined))
+    })
+
+    it('allows exactly the methods of the operations the API serves, as its document lists them', async () => {
+      const document = JSON.parse((await fx.testApp.app.inject({ method: 'GET', url: '/v1/openapi.json' })).body) as {
+        paths: Record<string, Record<string, unknown>>
+      }
+      const served = new Set(Object.values(document.paths).flatMap((operations) => Object.keys(operations).map((method) => method.toUpperCase())))
+      const allowed = (await fx.testApp.app.inject(preflight('/v1/pets', APP, 'POST'))).headers['access-control-allow-methods']
+      assert.deepEqual(String(allowed).split(', ').sort(), [...served].sort())
     })
 
     it('gives refusals to a listed origin the same CORS headers, so that its page can read them', async () => {
@@ -379,5 +389,20 @@ describe('the exposed headers', () => {
     assert.equal(limited.statusCode, 429)
     note(limited)
     for (const name of EXPOSED.split(', ')) assert.ok(sent.has(name.toLowerCase()), `${name} is never sent`)
+  })
+})
+
+describe('the allowed methods', () => {
+  it('are those of the routes added after CORS, in the order of Allow, without the 405 routes', async (t) => {
+    const app = Fastify()
+    t.after(() => app.close())
+    await registerCors(app, [APP])
+    const answer = async () => ''
+    app.put('/things/:id', answer)
+    // With the HEAD route Fastify adds.
+    app.get('/things', answer)
+    app.route({ method: 'DELETE', url: '/things', config: { methodNotAllowed: true }, handler: answer })
+    const response = await app.inject(preflight('/things', APP, 'PUT'))
+    assert.equal(response.headers['access-control-allow-methods'], 'GET, HEAD, PUT')
   })
 })
