@@ -1,6 +1,17 @@
 import { type TSchema, Type } from '@sinclair/typebox'
 import { alwaysSent, errorResponse } from '../http/error-schema.js'
-import type { Scope } from './api-keys.scopes.js'
+import { KEY_PREFIX } from './api-keys.format.js'
+import { type Scope, scopesAndOperations } from './api-keys.scopes.js'
+
+/** The document's `bearerAuth` security scheme: what a key looks like, and what its scopes allow. */
+export const bearerAuthScheme = {
+  type: 'http',
+  scheme: 'bearer',
+  description:
+    `An API key: \`${KEY_PREFIX.production}…\` in production, \`${KEY_PREFIX.staging}…\` in staging. Each key holds scopes, listed in each ` +
+    `operation's security requirement: ${scopesAndOperations((scope) => `\`${scope}\``).join(' and ')}. A key ` +
+    'without the scope an operation needs gets 403 `forbidden`.',
+} as const
 
 /** After the key authenticated and was counted: the rate-limit headers come too. */
 export const forbiddenResponse = (scope: Scope, headers: Record<string, TSchema> = {}): TSchema =>

@@ -7,6 +7,16 @@ export const SCOPES = ['pets:read', 'pets:write'] as const
 
 export type Scope = (typeof SCOPES)[number]
 
+/**
+ * The operations each scope lets a key call, as the help and the API document tell a person. Each
+ * operation's schema declares the scope it needs; test/http/openapi.test.ts checks the two agree.
+ */
+const SCOPE_OPERATIONS: Record<Scope, readonly string[]> = { 'pets:read': ['listPets', 'getPet'], 'pets:write': ['createPet'] }
+
+/** Each scope followed by its operations, `pets:read (listPets, getPet)`, in SCOPES order; `mark` sets a scope apart (in Markdown: backticks). */
+export const scopesAndOperations = (mark: (scope: Scope) => string = (scope) => scope): string[] =>
+  SCOPES.map((scope) => `${mark(scope)} (${SCOPE_OPERATIONS[scope].join(', ')})`)
+
 const isScope = (text: string): text is Scope => (SCOPES as readonly string[]).includes(text)
 
 /**

@@ -185,11 +185,18 @@ function unwrapLoneAllOf(node: unknown): unknown {
   return object
 }
 
+/** The security scheme every operation names: the API key feature says what a key is and what it allows. */
+interface BearerAuthScheme {
+  type: 'http'
+  scheme: 'bearer'
+  description: string
+}
+
 /**
  * Registers the OpenAPI 3.1 generator. It must come before the routes: it collects them as they
  * are added, from the same schemas that validate and serialise.
  */
-export async function registerOpenApi(app: FastifyInstance, config: Config): Promise<void> {
+export async function registerOpenApi(app: FastifyInstance, config: Config, bearerAuth: BearerAuthScheme): Promise<void> {
   const servers = (['production', 'staging'] as const).flatMap((environment) => {
     const origin = config.servers[environment]
     // Both are the public API, for any client (OWASP API9: an inventory says whom each server is for).
@@ -207,16 +214,7 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
       servers,
       tags: [{ name: 'pets', description: 'Animals in the store.' }],
       components: {
-        securitySchemes: {
-          bearerAuth: {
-            type: 'http',
-            scheme: 'bearer',
-            description:
-              'An API key: `ps_live_…` in production, `ps_test_…` in staging. Each key holds scopes, listed in each ' +
-              "operation's security requirement: `pets:read` (listPets, getPet) and `pets:write` (createPet). A key " +
-              'without the scope an operation needs gets 403 `forbidden`.',
-          },
-        },
+        securitySchemes: { bearerAuth },
         headers: documentHeaders(REQUEST_ID_HEADER),
         responses: sharedResponses(),
       },
