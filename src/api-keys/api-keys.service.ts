@@ -1,7 +1,9 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Clock } from '../shared/clock.js'
 import type { Environment } from '../config.js'
-import { KEY_PREFIX, SECRET_LENGTH } from './api-keys.format.js'
+import { UNPRINTABLE } from '../shared/unprintable.js'
+import { containsKey } from '../shared/redaction.js'
+import { KEY_ID_PREFIX, KEY_PREFIX, SECRET_LENGTH } from './api-keys.format.js'
 import type { ApiKey, ApiKeysRepository } from './api-keys.repository.js'
 import { SCOPES, type Scope } from './api-keys.scopes.js'
 
@@ -33,6 +35,26 @@ export function hashSecret(secret: string): string {
   return hash('sha256', secret, 'hex')
 }
 
+/** The longest name a key may have, in UTF-16 code units. */
+export const KEY_NAME_MAX_LENGTH = 100
+
+/** Why a text cannot be a key's name: empty or too long, holding an API key, or not one line of printable text. */
+export type KeyNameRefusal = { refused: 'length' } | { refused: 'key' } | { refused: 'unprintable'; index: number; character: string }
+
+/**
+ * A key's name as a person gave it, without the white space around it, or why it cannot be one. Every
+ * later command lists and prints the name, so it must be printable text on one line, and must not be
+ * where a secret ends up.
+ */
+export function checkKeyName(given: string): { name: string } | KeyNameRefusal {
+  const name = given.trim()
+  if (name === '' || name.length > KEY_NAME_MAX_LENGTH) return { refused: 'length' }
+  if (containsKey(name)) return { refused: 'key' }
+  const unprintable = UNPRINTABLE.exec(name)
+  if (unprintable !== null) return { refused: 'unprintable', index: unprintable.index, character: unprintable[0] }
+  return { name }
+}
+
 interface CreatedApiKey {
   key: ApiKey
   /** The full key. It exists only here: the service keeps its SHA-256 hash. */
@@ -51,7 +73,10 @@ export interface RotatedApiKey extends CreatedApiKey {
 }
 
 export interface ApiKeysService {
-  /** `scopes` default to all of SCOPES, the meaning every key had before scopes; never empty. */
+  /**
+   * `name` is stored as checkKeyName passes it; a name it refuses is the caller's bug (check it first).
+   * `scopes` default to all of SCOPES, the meaning every key had before scopes; never empty.
+   */
   create(input: { name: string; expiresInMs?: number; scopes?: readonly Scope[] }): Promise<CreatedApiKey>
   /**
    * A new key for the client of key `id`: same name, environment and scopes, and the same lifetime if the
@@ -69,14 +94,55 @@ export interface ApiKeysService {
   authenticate(secret: string): ApiKey | undefined | Promise<ApiKey | undefined>
 }
 
-export function createApiKeysService(deps: {
+interface ApiKeysServiceDeps {
   apiKeys: ApiKeysRepository
   clock: Clock
   environment: Environment
-}): ApiKeysService {
-  const { apiKeys, clock, environment } = deps
-  const prefix = KEY_PREFIX[environment]
+}
 
+/**
+ * A new key and its secret. A rotation's successor is the same client: it continues its predecessor's
+ * lineage; any other key starts its own.
+ */
+function newKey(
+  { name, environment, scopes, lineage }: Pick<ApiKey, 'name' | 'environment' | 'scopes'> & { lineage?: string },
+  now: number,
+  expiresAt: number | null,
+): CreatedApiKey {
+  const prefix = KEY_PREFIX[environment]
+  const secret = prefix + randomBase62(SECRET_LENGTH)
+  const id = `${KEY_ID_PREFIX}${randomBase62(16)}`
+  const key: ApiKey = {
+    id,
+    name,
+    prefix: secret.slice(0, prefix.length + 4),
+    environment,
+    createdAt: now,
+    expiresAt,
+    revokedAt: null,
+    lastUsedAt: null,
+    replacedBy: null,
+    lineage: lineage ?? id,
+    scopes,
+  }
+  return { key, secret }
+}
+
+/** Why `key` cannot be rotated at `now`, if it cannot. */
+function refuseRotation(key: ApiKey, now: number): RotationRefusal | undefined {
+  if (key.revokedAt !== null) return { refused: 'revoked', key }
+  if (key.expiresAt !== null && key.expiresAt <= now) return { refused: 'expired', key }
+  // One successor per key: lineage stays a chain. A lost new secret is replaced by rotating the new key.
+  if (key.replacedBy !== null) return { refused: 'rotated', key, replacedBy: key.replacedBy }
+  return undefined
+}
+
+/**
+ * ApiKeysService's `authenticate`: the key a secret belongs to, if it is valid for `environment` now,
+ * trusted from memory for KEY_RECHECK_MS after it was read.
+ */
+function createAuthenticate({ apiKeys, clock, environment }: ApiKeysServiceDeps): ApiKeysService['authenticate'] {
+  const prefix = KEY_PREFIX[environment]
   // Keys that authenticated, by secret hash (never by secret): a request then costs no lookup.
   // Unknown secrets are not remembered, so guessing cannot fill the memory.
   const known = new Map<string, { key: ApiKey; readAt: number }>()
@@ -102,45 +168,26 @@ export function createApiKeysService(deps: {
     const used = () => (remembered.key = { ...key, lastUsedAt: now })
     return apiKeys.touch(key.id, now, now - LAST_USED_RESOLUTION_MS).then(used, used)
   }
-
-  /** A rotation's successor is the same client: it continues its predecessor's lineage; any other key starts its own. */
-  const newKey = (
-    { name, environment: keyEnvironment, scopes, lineage }: Pick<ApiKey, 'name' | 'environment' | 'scopes'> & { lineage?: string },
-    now: number,
-    expiresAt: number | null,
-  ): CreatedApiKey => {
-    const keyPrefix = KEY_PREFIX[keyEnvironment]
-    const secret = keyPrefix + randomBase62(SECRET_LENGTH)
-    const id = `key_${randomBase62(16)}`
-    const key: ApiKey = {
-      id,
-      name,
-      prefix: secret.slice(0, keyPrefix.length + 4),
-      environment: keyEnvironment,
-      createdAt: now,
-      expiresAt,
-      revokedAt: null,
-      lastUsedAt: null,
-      replacedBy: null,
-      lineage: lineage ?? id,
-      scopes,
-    }
-    return { key, secret }
+  return (secret) => {
+    // A key of the other environment is refused like any unknown key, without a lookup.
+    if (!secret.startsWith(prefix)) return undefined
+    const now = clock.now()
+    const secretHash = hashSecret(secret)
+    const remembered = known.get(secretHash)
+    if (remembered !== undefined && isFresh(remembered, now)) return admit(remembered, now)
+    return recall(secretHash, now).then((read) => (read === undefined ? undefined : admit(read, now)))
   }
+}
 
-  const refusal = (key: ApiKey, now: number): RotationRefusal | undefined => {
-    if (key.revokedAt !== null) return { refused: 'revoked', key }
-    if (key.expiresAt !== null && key.expiresAt <= now) return { refused: 'expired', key }
-    // One successor per key: lineage stays a chain. A lost new secret is replaced by rotating the new key.
-    if (key.replacedBy !== null) return { refused: 'rotated', key, replacedBy: key.replacedBy }
-    return undefined
-  }
-
+export function createApiKeysService(deps: ApiKeysServiceDeps): ApiKeysService {
+  const { apiKeys, clock, environment } = deps
   return {
     async create({ name, expiresInMs, scopes = SCOPES }) {
+      const checked = checkKeyName(name)
+      if ('refused' in checked) throw new Error(`not a name for a key (${checked.refused}): check it with checkKeyName first`)
       if (scopes.length === 0) throw new Error('a key needs at least one scope')
       const now = clock.now()
-      const created = newKey({ name, environment, scopes }, now, expiresInMs === undefined ? null : now + expiresInMs)
+      const created = newKey({ name: checked.name, environment, scopes }, now, expiresInMs === undefined ? null : now + expiresInMs)
       await apiKeys.insert(created.key, hashSecret(created.secret))
       return created
     },
@@ -149,7 +196,7 @@ export function createApiKeysService(deps: {
       const now = clock.now()
       const current = await apiKeys.findById(id)
       if (current === undefined) return { refused: 'unknown' }
-      const refused = refusal(current, now)
+      const refused = refuseRotation(current, now)
       if (refused !== undefined) return refused
       const lifetime = current.expiresAt === null ? null : current.expiresAt - current.createdAt
       const created = newKey(current, now, lifetime === null ? null : now + lifetime)
@@ -157,7 +204,7 @@ export function createApiKeysService(deps: {
       // Revoked or rotated by someone else between the read and the write: say what happened.
       if (old === undefined) {
         const changed = await apiKeys.findById(id)
-        return (changed === undefined ? undefined : refusal(changed, now)) ?? { refused: 'unknown' }
+        return (changed === undefined ? undefined : refuseRotation(changed, now)) ?? { refused: 'unknown' }
       }
       return { ...created, old }
     },
@@ -170,14 +217,6 @@ export function createApiKeysService(deps: {
       return key === undefined ? undefined : { key, already: key.revokedAt !== now }
     },
 
-    authenticate(secret) {
-      // A key of the other environment is refused like any unknown key, without a lookup.
-      if (!secret.startsWith(prefix)) return undefined
-      const now = clock.now()
-      const secretHash = hashSecret(secret)
-      const remembered = known.get(secretHash)
-      if (remembered !== undefined && isFresh(remembered, now)) return admit(remembered, now)
-      return recall(secretHash, now).then((read) => (read === undefined ? undefined : admit(read, now)))
-    },
+    authenticate: createAuthenticate(deps),
   }
 }
