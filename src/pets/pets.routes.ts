@@ -48,9 +48,9 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl, clock } = deps
   const petUrl = (pet: Pet) => `${publicBaseUrl}${PETS_PATH}/${pet.id}`
   // Reads are answered from serialised bytes, cached as long as they are known to be current (see
-  // createRepresentationCache). Pets are never changed or deleted through the API, so a pet once
-  // found is final; so is a page that has a next page, since `list` waits for any lower id still being
-  // created (PetsRepository), so no later create can enter it. The last page is not: creates extend it.
+  // createRepresentationCache). A pet once found is final (CREATES_AND_READS says why); so is a page
+  // that has a next page, since `list` waits for any lower id still being created (PetsRepository), so
+  // no later create can enter it. The last page is not: creates extend it.
   const answers = createRepresentationCache({ version: pets.version, clock })
   const send = (reply: FastifyReply, answer: Representation) => {
     reply.header('etag', answer.etag).type('application/json; charset=utf-8')
