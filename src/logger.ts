@@ -36,6 +36,18 @@ function stdoutDestination(): ReturnType<typeof pino.destination> {
 const FLUSH_SYNC_MS = 1_000
 
 /**
+ * Resolves once every line logged so far is written, or, through `asyncDestination`, after FLUSH_SYNC_MS
+ * for a reader that stopped reading. Called after a process's last words, before it exits: the exit's
+ * synchronous flush writes what is buffered at once, while a write already in flight finishes on its own
+ * and may land after it (sonic-boom's flushSync), which would put request lines after the last words.
+ */
+export function flushLog(logger: Pick<Logger, 'flush'>): Promise<void> {
+  return new Promise((resolve) => {
+    logger.flush(() => resolve())
+  })
+}
+
+/**
  * pino's destination, written asynchronously: a synchronous write per request line costs more than a
  * cached read. pino flushes what is buffered when the process exits; only a kill -9 can lose the last
  * lines. sonic-boom runs in its buffer mode and is handed each line as a Buffer: in its default (string)
@@ -49,6 +61,8 @@ const FLUSH_SYNC_MS = 1_000
  */
 export function asyncDestination(dest: number | string): ReturnType<typeof pino.destination> {
   let flushDeadline: number | undefined
+  // Set once a flush (flushLog) found the reader not reading for FLUSH_SYNC_MS: the exit's flush then gives up at once.
+  let stuck = false
   const sonic = pino.destination({
     dest,
     sync: false,
@@ -58,9 +72,24 @@ export function asyncDestination(dest: number | string): ReturnType<typeof pino.
   // In buffer mode sonic-boom's write takes Buffers; its types know only the string mode.
   const writeBuffer = sonic.write.bind(sonic) as unknown as (data: Buffer) => boolean
   sonic.write = (line: string) => writeBuffer(Buffer.from(line))
+  const flush = sonic.flush.bind(sonic)
+  sonic.flush = (callback?: (error?: Error) => void) => {
+    let called = false
+    const done = (error?: Error) => {
+      if (called) return
+      called = true
+      clearTimeout(timer)
+      callback?.(error)
+    }
+    const timer = setTimeout(() => {
+      stuck = true
+      done()
+    }, FLUSH_SYNC_MS)
+    flush(done)
+  }
   const flushSync = sonic.flushSync.bind(sonic)
   sonic.flushSync = () => {
-    flushDeadline = performance.now() + FLUSH_SYNC_MS
+    flushDeadline = performance.now() + (stuck ? 0 : FLUSH_SYNC_MS)
     try {
       flushSync()
     } catch {

@@ -41,6 +41,7 @@ const PROCESS_TESTS = [
   'http/metrics.test.ts',
   'http/overload.test.ts',
   'http/tls.test.ts',
+  'logging.test.ts',
   'operator.test.ts',
   'ops/nginx.test.ts',
   'ops/prometheus.test.ts',

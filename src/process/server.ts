@@ -7,6 +7,7 @@ import type { Logger } from 'pino'
 import { buildApp } from '../app.js'
 import { isWorker, noWorkerListening, onHangup } from './workers.js'
 import type { Config } from '../config.js'
+import { flushLog } from '../logger.js'
 import { followConnections } from './drain.js'
 import { createMetrics } from '../http/metrics.js'
 import { readCertificatePair, reloadCertificates } from '../http/tls.js'
@@ -169,6 +170,7 @@ export function closeOnSignals(
     if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
     await server.close()
     logger.info('shut down cleanly')
+    await flushLog(logger)
   })
   let stoppingSince: number | undefined
   const onStop = (signal: NodeJS.Signals) => {

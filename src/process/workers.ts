@@ -1,7 +1,8 @@
 import cluster, { type Worker } from 'node:cluster'
 import os from 'node:os'
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from 'pino'
 import type { Config } from '../config.js'
+import { flushLog } from '../logger.js'
 import { clusterReadiness, clusterSource, startMetricsListener } from './operations-listener.js'
 import { openMigratedStorage } from '../repositories.js'
 
@@ -19,7 +20,7 @@ export function parseWorkers(text: string | undefined): number | undefined {
  * SIGTERM or SIGINT every worker shuts down gracefully; the primary exits 0 when all did.
  * The primary serves `GET /metrics`, summed over the workers, which open no metrics listener.
  */
-export async function runPrimary(config: Config, logger: FastifyBaseLogger, count: number): Promise<void> {
+export async function runPrimary(config: Config, logger: Logger, count: number): Promise<void> {
   const { storage, applied } = await openMigratedStorage(config.database)
   await storage.close()
   if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
@@ -89,7 +90,7 @@ export async function runPrimary(config: Config, logger: FastifyBaseLogger, coun
     }
     if (stopping && alive.size === 0) {
       logger.info('all workers stopped')
-      process.exit(failed ? 1 : 0)
+      void flushLog(logger).then(() => process.exit(failed ? 1 : 0))
     }
   })
   // Each worker serves TLS with its own copy of the certificate and watches its files; SIGHUP, sent to
