@@ -25,7 +25,7 @@ import { guardWrites } from './storage/sqlite/database-file.js'
  */
 
 /** What the features keep, each in its own repository. */
-export interface Repositories {
+interface Repositories {
   readonly pets: PetsRepository
   readonly apiKeys: ApiKeysRepository
   readonly idempotency: IdempotencyRepository
@@ -45,7 +45,7 @@ export interface StorageOptions {
 type Makers = { readonly [K in keyof Repositories]: () => Repositories[K] }
 
 /** The repositories of the features on `database`. */
-export function storageOn(database: Database, options: StorageOptions = {}): Storage {
+function storageOn(database: Database, options: StorageOptions = {}): Storage {
   return withRepositories(database, database.engine === 'sqlite' ? sqliteRepositories(database, options) : postgresRepositories(database))
 }
 
