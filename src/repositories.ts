@@ -63,7 +63,8 @@ function sqliteRepositories({ db, checkFile }: SqliteDatabase, { traceRepository
   const petChanges = trackSqlitePetChanges(db)
   // Every write checks that the file is still the one opened, before and once committed (database-file.ts).
   return {
-    pets: () => traceRepository(guardWrites(createSqlitePetsRepository(db, petChanges), ['create', 'createOnce'], checkFile), 'pets'),
+    // Creates are checked per group commit, by the repository.
+    pets: () => traceRepository(guardWrites(createSqlitePetsRepository(db, petChanges, checkFile), ['createOnce'], checkFile), 'pets'),
     apiKeys: () => traceRepository(guardWrites(createSqliteApiKeysRepository(db), ['insert', 'rotate', 'revoke', 'touch'], checkFile), 'api_keys'),
     idempotency: () => traceRepository(guardWrites(createSqliteIdempotencyRepository(db), ['prune'], checkFile), 'idempotency_keys'),
     deprecations: () => traceRepository(guardWrites(createSqliteDeprecationsRepository(db), ['add'], checkFile), 'deprecated_calls'),

@@ -83,7 +83,7 @@ interface PendingCreate {
  * transaction, and each is answered only once that transaction has committed (synchronous=FULL:
  * on disk). One fsync then serves many creates instead of one each.
  */
-function groupCommit(db: Database, changes: SqlitePetChanges): (pet: NewPet, createdAt: number) => Promise<Pet> {
+function groupCommit(db: Database, changes: SqlitePetChanges, guard: () => void): (pet: NewPet, createdAt: number) => Promise<Pet> {
   const insert = preparePetInsert(db)
   const insertAll = db.transaction((batch: PendingCreate[]) => batch.map(({ pet, createdAt }) => insert(pet, createdAt)))
   let pending: PendingCreate[] = []
@@ -93,7 +93,10 @@ function groupCommit(db: Database, changes: SqlitePetChanges): (pet: NewPet, cre
     pending = []
     let created: Pet[]
     try {
+      guard()
       created = insertAll.immediate(batch)
+      // A commit into a file that moved meanwhile is lost with the process: not acknowledged.
+      guard()
     } catch (error) {
       // Input was validated before it got here: what fails a batch (busy, full, read-only, I/O)
       // is the database's state, and it fails every create in the batch alike.
@@ -114,7 +117,11 @@ function groupCommit(db: Database, changes: SqlitePetChanges): (pet: NewPet, cre
 export const SQLITE_LIST_BY_STATUS =
   'SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?'
 
-export function createSqlitePetsRepository(db: Database, changes: SqlitePetChanges): PetsRepository {
+/**
+ * `guard` is called before and after each batch of creates commits, and throws when the database may not be
+ * written (its file moved: src/storage/sqlite/database-file.ts): once per batch rather than per create.
+ */
+export function createSqlitePetsRepository(db: Database, changes: SqlitePetChanges, guard: () => void = () => {}): PetsRepository {
   // SQLite has one writer at a time and ids grow with each commit, so keyset pages never miss a pet.
   const listAll = db
     .prepare<[bigint, number], PetRow>('SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?')
@@ -135,7 +142,7 @@ export function createSqlitePetsRepository(db: Database, changes: SqlitePetChang
   })
 
   return {
-    create: groupCommit(db, changes),
+    create: groupCommit(db, changes, guard),
     createOnce<Result, Held>(
       pet: NewPet,
       createdAt: number,
