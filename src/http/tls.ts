@@ -101,8 +101,8 @@ const SETTLE_MS = 500
 const POLL_MS = 1_000
 
 /**
- * Reloads the pair when a file at its paths changes, or when asked (`reload`, on SIGHUP). The paths are followed, not the files
- * or folders found there at start: each is looked up afresh, through its symbolic links, so that a new
+ * Reloads the pair when a file at its paths changes, or when asked (`reload`, on SIGHUP). The paths are
+ * followed, not the files or folders found there at start: each is looked up afresh, through its symbolic links, so that a new
  * file, a swapped link (certbot's `live/`, Kubernetes' `..data`) and a folder replaced or removed and made
  * again are all seen. A pair that cannot be read, or does not match, keeps the one in use and is logged as
  * an error; an unchanged pair is not reloaded, and is logged as such when SIGHUP asked for it or after an
