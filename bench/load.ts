@@ -31,6 +31,11 @@ export interface LoadResult {
   errors: number
   timeouts: number
   statusCodes: Record<string, number>
+  /**
+   * The server's CPU time (user and system, all its threads) per answered request, in µs, over the run:
+   * read from /proc by the orchestrator (rounds.ts), not by the load generator.
+   */
+  serverCpuUsPerRequest?: number
 }
 
 function scenario(id: ScenarioId) {

@@ -100,6 +100,8 @@ interface Ratios {
   serviceBaselineRatio: number
   /** Floor req/s ÷ baseline req/s, what the mandated libraries cost by themselves: reported. */
   floorBaselineRatio: number
+  /** Service CPU per request ÷ baseline CPU per request (each server's process, /proc): reported. */
+  serviceBaselineCpuRatio: number
 }
 
 export type Round = PerServer<LoadResult> & CompanionRatios & Ratios
@@ -108,6 +110,8 @@ interface Side {
   requestsPerSecond: number
   p50Ms: number
   p99Ms: number
+  /** The server process's CPU time per request, µs. */
+  cpuUsPerRequest: number
 }
 
 export interface ScenarioReport {
@@ -134,6 +138,7 @@ export function roundRatios(results: PerServer<LoadResult>): Ratios & CompanionR
     serviceFloorP99Ratio: round(service.latencyMs.p99 / floor.latencyMs.p99, 3),
     serviceBaselineRatio: round(service.requestsPerSecond / baseline.requestsPerSecond, 3),
     floorBaselineRatio: round(floor.requestsPerSecond / baseline.requestsPerSecond, 3),
+    serviceBaselineCpuRatio: round((service.serverCpuUsPerRequest ?? Number.NaN) / (baseline.serverCpuUsPerRequest ?? Number.NaN), 3),
   }
   for (const id of COMPANION_IDS) {
     const result = results[id]
@@ -157,6 +162,7 @@ export function summarise(
     requestsPerSecond: round(median(results.map((r) => r.requestsPerSecond)), 1),
     p50Ms: round(median(results.map((r) => r.latencyMs.p50)), 2),
     p99Ms: round(median(results.map((r) => r.latencyMs.p99)), 2),
+    cpuUsPerRequest: round(median(results.map((r) => r.serverCpuUsPerRequest ?? Number.NaN)), 1),
   })
   const medianOf = (key: keyof Ratios, digits: number) => round(median(rounds.map((r) => r[key])), digits)
   const targetFloorRatio = scenario.targetFloorRatio[engine]
@@ -165,6 +171,7 @@ export function summarise(
     serviceFloorP99Ratio: medianOf('serviceFloorP99Ratio', 2),
     serviceBaselineRatio: medianOf('serviceBaselineRatio', 3),
     floorBaselineRatio: medianOf('floorBaselineRatio', 3),
+    serviceBaselineCpuRatio: medianOf('serviceBaselineCpuRatio', 3),
     baseline: side(rounds.map((r) => r.baseline)),
     service: side(rounds.map((r) => r.service)),
     floor: side(rounds.map((r) => r.floor)),
@@ -208,14 +215,16 @@ function ratioText(report: ScenarioReport, label: string, key: keyof Ratios | Ra
 export function printScenario(report: ScenarioReport): void {
   const { median: m, peakRssMb, pass } = report
   const row = (name: string, side: Side | undefined, rss: number | undefined) =>
-    side === undefined ? [] : [[name, count(side.requestsPerSecond), String(side.p50Ms), String(side.p99Ms), rss?.toFixed(1) ?? '']]
+    side === undefined
+      ? []
+      : [[name, count(side.requestsPerSecond), String(side.p50Ms), String(side.p99Ms), rss?.toFixed(1) ?? '', side.cpuUsPerRequest.toFixed(1)]]
   const companions = companionsOf(report)
   console.log(
     [
       '',
       `${report.label}   (${report.rounds.length} rounds, ${CONNECTIONS} connections)`,
       table([
-        ['', 'req/s', 'p50 ms', 'p99 ms', 'peak RSS MB'],
+        ['', 'req/s', 'p50 ms', 'p99 ms', 'peak RSS MB', 'CPU µs/req'],
         ...row(m.postgresJs === undefined ? 'baseline' : 'baseline (node-postgres)', m.baseline, peakRssMb.baseline),
         ...row('service', m.service, peakRssMb.service),
         ...row('floor', m.floor, peakRssMb.floor),
@@ -226,6 +235,7 @@ export function printScenario(report: ScenarioReport): void {
       `  service peak RSS ${peakRssMb.service.toFixed(1)} MB   target ≤ floor's ${peakRssMb.floor.toFixed(1)} MB   ${verdict(pass.peakRss)}`,
       `  ${ratioText(report, 'service ÷ baseline', 'serviceBaselineRatio')}`,
       `  ${ratioText(report, 'floor ÷ baseline', 'floorBaselineRatio')}`,
+      `  ${ratioText(report, 'service CPU per request ÷ baseline CPU per request', 'serviceBaselineCpuRatio')}`,
       ...companions.map((id) => `  ${ratioText(report, COMPANIONS[id].ratio, ratioKey(id))}`),
     ].join('\n'),
   )
@@ -261,6 +271,10 @@ function printSummary(reports: ScenarioReport[]): void {
           'base p99 ms',
           'svc ÷ base',
           'floor ÷ base',
+          'CPU µs svc',
+          'CPU µs floor',
+          'CPU µs base',
+          'CPU svc ÷ base',
           ...companions.flatMap((id) => {
             const { column, ratioColumn } = COMPANIONS[id]
             return [`${column} req/s`, `${column} p99 ms`, `${column} RSS MB`, ratioColumn]
@@ -284,6 +298,10 @@ function printSummary(reports: ScenarioReport[]): void {
           String(r.median.baseline.p99Ms),
           r.median.serviceBaselineRatio.toFixed(2),
           r.median.floorBaselineRatio.toFixed(2),
+          r.median.service.cpuUsPerRequest.toFixed(1),
+          r.median.floor.cpuUsPerRequest.toFixed(1),
+          r.median.baseline.cpuUsPerRequest.toFixed(1),
+          r.median.serviceBaselineCpuRatio.toFixed(2),
           ...companions.flatMap((id) => [
             count(r.median[id]?.requestsPerSecond ?? Number.NaN),
             String(r.median[id]?.p99Ms ?? ''),

@@ -1,6 +1,7 @@
 // The benchmark's load: one load-generator process (load.ts) per measured run, warm-up and
 // interleaved rounds per scenario, and a stop with what came back when a run saw anything but 2xx.
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import fs from 'node:fs'
 import path from 'node:path'
 import { type NodeProcess, ROOT, describeExit } from '../scripts/petstore-process.js'
 import type { LoadOptions, LoadResult } from './load.js'
@@ -13,6 +14,17 @@ const loadGenerators = new Set<ChildProcess>()
 /** The last resort on exit: load generators are detached, so nothing else would end them. */
 export function killLoadGenerators(): void {
   for (const child of loadGenerators) child.kill('SIGKILL')
+}
+
+/** Clock ticks per second, the unit of /proc/<pid>/stat's CPU times. */
+let ticksPerSecond: number | undefined
+
+/** The CPU time a process has used so far, user and system, all its threads (exited ones included), in µs. */
+function processCpuUs(pid: number): number {
+  ticksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+  // Fields after the command's closing parenthesis, which the command itself may contain: utime is the 14th.
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').at(-1)?.split(' ') ?? []
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / ticksPerSecond
 }
 
 /** One load-generator process against one server; its JSON line is the result. */
@@ -87,6 +99,8 @@ export async function measureScenario(
 ): Promise<Pick<ScenarioReport, 'warmup' | 'rounds'>> {
   let runs = 0
   const measure = async (server: Server, durationS: number) => {
+    // The server is idle while the load generator starts and after it ends: its CPU over the whole run is the load's.
+    const cpuBefore = processCpuUs(server.process.pid)
     const result = await runLoad(
       {
         baseUrl: server.url,
@@ -102,6 +116,7 @@ export async function measureScenario(
       run.signal,
     )
     if (server.process.exit !== undefined) throw new Error(`${server.name} stopped during the run (${describeExit(server.process.exit)})`)
+    result.serverCpuUsPerRequest = Math.round(((processCpuUs(server.process.pid) - cpuBefore) / result.requests) * 10) / 10
     await assertClean(result, server.name, scenario, server.url, run.key)
     return result
   }
@@ -123,7 +138,7 @@ export async function measureScenario(
     }
     for (const [id, server] of companions) results[id] = await measure(server, mode.roundS)
     const measured: Round = { ...results, ...roundRatios(results) }
-    const others = [`svc ÷ base ${measured.serviceBaselineRatio.toFixed(2)}`]
+    const others = [`svc ÷ base ${measured.serviceBaselineRatio.toFixed(2)}`, `CPU/req svc ÷ base ${measured.serviceBaselineCpuRatio.toFixed(2)}`]
     for (const [id] of companions) others.push(`${COMPANIONS[id].ratioColumn} ${measured[ratioKey(id)]?.toFixed(2) ?? '?'}`)
     process.stdout.write(`, round ${index + 1} svc ÷ floor ${measured.serviceFloorRatio.toFixed(2)} (${others.join(', ')})`)
     rounds.push(measured)
