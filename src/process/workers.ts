@@ -16,7 +16,8 @@ export function parseWorkers(text: string | undefined): number | undefined {
 /**
  * The primary of `serve --workers N`: applies migrations once, then forks N workers that share
  * the listening port (node:cluster). A worker that dies while serving is replaced; one that dies
- * before it listens stops the whole service, since a replacement would fail the same way. On
+ * before it listens stops the whole service, since a replacement would fail the same way (unless SIGHUP
+ * ended it: one sent to the group reaches a worker before it can handle it). On
  * SIGTERM or SIGINT every worker shuts down gracefully; the primary exits 0 when all did.
  * The primary serves `GET /metrics`, summed over the workers, which open no metrics listener.
  */
@@ -78,7 +79,9 @@ export async function runPrimary(config: Config, logger: Logger, count: number):
     const clean = code === 0 && signal === null
     if (!stopping) {
       logger.error({ pid: worker.process.pid, code, signal }, 'worker exited')
-      if (listening.has(worker)) {
+      // A worker still loading has no handler yet: a SIGHUP sent to the whole group (a terminal that
+      // closes) ends it, where it would have ended none that serves. It failed nothing of its own.
+      if (listening.has(worker) || signal === 'SIGHUP') {
         fork()
       } else {
         failed = true

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { BIN, ROOT, waitUntilReady } from '../../scripts/petstore-process.js'
-import { type ProcessExit, cleanupProcesses, freePort, startServer, trackedTempDir, within } from '../processes.js'
+import { type ProcessExit, cleanupProcesses, freePort, startServer, trackedTempDir, until, within } from '../processes.js'
 
 // The edges of a process's life, as operators start and stop it (issue 30): supervisors that signal
 // the whole process group, npm in between, log readers that die or stop reading, a replacement started
@@ -43,7 +43,12 @@ interface Launched {
  */
 async function launch(
   how: 'node' | 'node --workers 2' | 'npm start' | 'npx petstore serve',
-  { dir = trackedTempDir('petstore-life-'), port, env: extra = {} }: { dir?: string; port?: number; env?: Record<string, string> } = {},
+  {
+    dir = trackedTempDir('petstore-life-'),
+    port,
+    env: extra = {},
+    ready = true,
+  }: { dir?: string; port?: number; env?: Record<string, string>; /** false: returns at once, without waiting for it to serve. */ ready?: boolean } = {},
 ): Promise<Launched> {
   port ??= await freePort()
   const env = {
@@ -72,7 +77,7 @@ async function launch(
   // A pid of 0 would signal this test's own process group.
   if (pid === undefined) throw new Error(`${how} could not be started`)
   groups.add(pid)
-  await waitUntilReady({ name: how, child, pid, exited, output: () => output }, `http://127.0.0.1:${port}/healthz`, { timeoutMs: 30_000 })
+  if (ready) await waitUntilReady({ name: how, child, pid, exited, output: () => output }, `http://127.0.0.1:${port}/healthz`, { timeoutMs: 30_000 })
   return { child, pid, exited, output: () => output, port }
 }
 
@@ -148,6 +153,26 @@ describe('SIGHUP', () => {
       })
     }
   }
+
+  it('never stops --workers 2 when it reaches the group while the workers start: a worker it ends is replaced', { timeout: 60_000 }, async () => {
+    // A worker still loading Node has no handler yet, and SIGHUP ends it; the primary starts another.
+    const server = await launch('node --workers 2', { ready: false })
+    await until(() => server.output().includes('starting workers'), 30_000, () => server.output())
+    process.kill(-server.pid, 'SIGHUP')
+    const lines = () => logLines(server.output())
+    await until(
+      () => lines().filter((line) => typeof line.msg === 'string' && line.msg.startsWith(`Server listening at http://127.0.0.1:${server.port}`)).length >= 2,
+      30_000,
+      () => `not both workers listened:\n${server.output()}`,
+    )
+    assert.ok(
+      lines().some((line) => line.msg === 'worker exited' && line.signal === 'SIGHUP'),
+      `no worker was still starting when SIGHUP came: the test proved nothing\n${server.output()}`,
+    )
+    assert.equal((await fetch(`http://127.0.0.1:${server.port}/healthz`)).status, 200)
+    process.kill(server.pid, 'SIGTERM')
+    assert.deepEqual(await server.exited, { code: 0, signal: null }, server.output())
+  })
 })
 
 describe('a log reader that dies or stops reading', () => {
