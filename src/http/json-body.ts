@@ -37,6 +37,19 @@ export function parseJson(text: string): unknown {
   return parse(text, null, (number) => (isInteger(number) ? BigInt(number) : Number(number)))
 }
 
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/gi
+
+/** The first charset parameter of `contentType` that is not UTF-8, if any. */
+function foreignCharset(contentType: string): string | undefined {
+  // Most clients send a bare `application/json`: without a parameter there is no charset to scan for.
+  if (!contentType.includes(';')) return undefined
+  for (const match of contentType.matchAll(CHARSET)) {
+    const name = match[1] ?? ''
+    if (!/^utf-?8$/i.test(name)) return name
+  }
+  return undefined
+}
+
 /** Replaces Fastify's parsers: only UTF-8 `application/json` is accepted; anything else is 415. */
 export function registerJsonBodyParser(app: FastifyInstance): void {
   app.removeAllContentTypeParsers()
@@ -44,8 +57,7 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     'application/json',
     { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES },
     (request, body: Buffer, done) => {
-      const charsets = [...(request.headers['content-type'] ?? '').matchAll(/;\s*charset\s*=\s*"?([^";\s]*)/gi)]
-      const charset = charsets.map((match) => match[1] ?? '').find((name) => !/^utf-?8$/i.test(name))
+      const charset = foreignCharset(request.headers['content-type'] ?? '')
       if (charset !== undefined) {
         done(new ApiError('unsupported_media_type', `Unsupported charset "${charset}": send UTF-8 JSON.`))
         return
