@@ -7,34 +7,92 @@ export const BODY_LIMIT_BYTES = 16 * 1024
 /** No valid body nests deeper than 1; the cap keeps hostile bodies from exhausting the parser's stack. */
 const MAX_DEPTH = 32
 
-function nestingDepth(text: string): number {
+/** What `shape` learns of a text in one pass, outside its strings. */
+interface Shape {
+  deepest: number
+  /** Commas at depth 1: a top-level object's members, less one. */
+  topLevelCommas: number
+  /** Whether every number is an integer literal of at most 15 digits, which a double holds exactly. */
+  smallIntegersOnly: boolean
+}
+
+function shape(text: string): Shape {
   let depth = 0
   let deepest = 0
+  let topLevelCommas = 0
+  let smallIntegersOnly = true
+  let digits = -1 // the digits of the number being read; -1 outside a number
   let inString = false
   for (let i = 0; i < text.length; i++) {
     const char = text.charCodeAt(i)
     if (inString) {
       if (char === 0x5c) i++ // backslash: skip the escaped character
       else if (char === 0x22) inString = false
-    } else if (char === 0x22) inString = true
+      continue
+    }
+    if (char >= 0x30 && char <= 0x39) {
+      digits = digits === -1 ? 1 : digits + 1
+      if (digits > 15) smallIntegersOnly = false
+      continue
+    }
+    if (digits !== -1 && (char === 0x2e || char === 0x65 || char === 0x45 || char === 0x2b)) smallIntegersOnly = false // . e E +
+    digits = char === 0x2d ? 0 : -1 // a minus sign starts a number
+    if (char === 0x22) inString = true
     else if (char === 0x5b || char === 0x7b) deepest = Math.max(deepest, ++depth)
     else if (char === 0x5d || char === 0x7d) depth--
+    else if (char === 0x2c && depth === 1) topLevelCommas++
   }
-  return deepest
+  return { deepest, topLevelCommas, smallIntegersOnly }
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+const exactNumber = (number: string) => (isInteger(number) ? BigInt(number) : Number(number))
 
 /**
  * Parses JSON without losing anything: integer literals become BigInts (JSON.parse would round
  * them above 2^53), other numbers stay numbers, so "1.5" or "1e1" can never pass as an integer.
  * `__proto__` stays an ordinary own property and conflicting duplicate keys are refused.
+ *
+ * lossless-json does all of that and names what is wrong in a text it refuses, at a greater cost than
+ * JSON.parse. So a text that nests no deeper than 1 (every valid body) and whose numbers are all
+ * integer literals of at most 15 digits is read by JSON.parse, which accepts the same texts and gives
+ * the same values there once its numbers are made BigInts (`__proto__` stays an own property too), except
+ * for a key given twice, of which it keeps the last: its value is taken only when every member of the
+ * text is a key of the object. Anything else is lossless-json's, to read or to refuse with its message.
  */
 export function parseJson(text: string): unknown {
-  if (nestingDepth(text) > MAX_DEPTH) {
+  const { deepest, topLevelCommas, smallIntegersOnly } = shape(text)
+  if (deepest > MAX_DEPTH) {
     throw new SyntaxError(`nesting deeper than ${MAX_DEPTH} levels`)
   }
-  return parse(text, null, (number) => (isInteger(number) ? BigInt(number) : Number(number)))
+  if (deepest <= 1 && smallIntegersOnly) {
+    const value = parsedByJsonParse(text, topLevelCommas)
+    if (value !== undefined) return value
+  }
+  return parse(text, null, exactNumber)
+}
+
+/** JSON.parse's value of `text` with BigInt integers, or undefined where lossless-json is to read it. */
+function parsedByJsonParse(text: string, topLevelCommas: number): unknown {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  if (typeof value === 'number') return BigInt(value)
+  if (typeof value !== 'object' || value === null) return value
+  const members = value as Record<string, unknown>
+  let keys = 0
+  for (const key in members) {
+    keys++
+    const member = members[key]
+    // An own data property, `__proto__` included: assigning it sets that property, not the prototype.
+    if (typeof member === 'number') members[key] = BigInt(member)
+  }
+  if (Array.isArray(value) || keys === 0 || keys === topLevelCommas + 1) return value
+  return undefined
 }
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/gi
