@@ -212,13 +212,24 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
     const created = await runCli(['keys', 'create', '--name', 'load', '--json'], env, dir, { rejectOnFailure: true })
     key = (JSON.parse(created.stdout) as { key: string }).key
     server = await startServer(env, dir)
+    // The pets the load reads. A 5 ms threshold is crossed by a process just started on a busy machine, so a
+    // create refused as overloaded is sent again, as a client would: the seeding is not what is tested.
+    const deadline = performance.now() + 30_000
     for (let i = 0; i < 20; i++) {
-      const response = await fetch(`${server.baseUrl}/v1/pets`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ name: `Load ${i}`, categoryId: 1 + i }),
-      })
-      assert.equal(response.status, 201, await response.text())
+      for (;;) {
+        const response = await fetch(`${server.baseUrl}/v1/pets`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: `Load ${i}`, categoryId: 1 + i }),
+        })
+        const text = await response.text()
+        if (response.status === 503 && text.includes('"overloaded"') && performance.now() < deadline) {
+          await sleep(200)
+          continue
+        }
+        assert.equal(response.status, 201, text)
+        break
+      }
     }
   })
   after(async () => {
