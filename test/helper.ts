@@ -12,8 +12,7 @@ import type { Clock } from '../src/shared/clock.js'
 import { type Config, loadConfig } from '../src/config.js'
 import type { Metrics } from '../src/http/metrics.js'
 import { createLogger } from '../src/logger.js'
-import { openStorage } from '../src/repositories.js'
-import type { Storage } from '../src/repositories.js'
+import { openStorage, type Storage } from '../src/repositories.js'
 import { createPostgresDatabase, postgresOff } from './postgres.js'
 
 /** `pgbouncer`: PostgreSQL through a PgBouncer in transaction mode, with DATABASE_PREPARED_STATEMENTS=false. */

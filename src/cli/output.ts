@@ -1,8 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import type { Config, DatabaseConfig } from '../config.js'
-import { openMigratedStorage } from '../repositories.js'
-import type { Storage } from '../repositories.js'
+import { type Storage, openMigratedStorage } from '../repositories.js'
 import { UNPRINTABLE } from '../shared/unprintable.js'
 import type { Tracing } from '../tracing/tracing.js'
 

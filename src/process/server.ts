@@ -12,8 +12,7 @@ import { followConnections } from './drain.js'
 import { createMetrics } from '../http/metrics.js'
 import { readCertificatePair, reloadCertificates } from '../http/tls.js'
 import { type MetricsListener, answerReadinessForPrimary, appReadiness, processSource, reportToPrimary, startMetricsListener } from './operations-listener.js'
-import { openMigratedStorage, openStorage } from '../repositories.js'
-import type { Storage } from '../repositories.js'
+import { type Storage, openMigratedStorage, openStorage } from '../repositories.js'
 import type { Tracing } from '../tracing/tracing.js'
 
 export interface RunningServer {

@@ -11,8 +11,7 @@ import { createDeprecationRecorder, type DeprecationRecorder } from '../../src/d
 import type { DeprecatedCaller, DeprecationsRepository } from '../../src/deprecations/deprecations.repository.js'
 import { createDeprecationsService } from '../../src/deprecations/deprecations.service.js'
 import { createLogger } from '../../src/logger.js'
-import { openStorage } from '../../src/repositories.js'
-import type { Storage } from '../../src/repositories.js'
+import { openStorage, type Storage } from '../../src/repositories.js'
 import { ENGINES, type Engine, ManualClock, createTestDatabase, tempDir } from '../helper.js'
 import { cleanupProcesses, runCli, startServer, stopServer, trackedTempDir } from '../processes.js'
 

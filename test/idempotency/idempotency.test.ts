@@ -11,8 +11,7 @@ import type { Config } from '../../src/config.js'
 import { IDEMPOTENCY_ABANDONED_AFTER_MS, IDEMPOTENCY_RETENTION_MS } from '../../src/idempotency/idempotency.policy.js'
 import { createPetFingerprint } from '../../src/pets/pets.service.js'
 import { createLogger } from '../../src/logger.js'
-import { openStorage } from '../../src/repositories.js'
-import type { Storage } from '../../src/repositories.js'
+import { openStorage, type Storage } from '../../src/repositories.js'
 import { ENGINES, type Engine, type TestApp, errorBody, listPetsText, useTestApp } from '../helper.js'
 
 /** POSTs a raw JSON text to /v1/pets with `Idempotency-Key: key` (or several, or none). */
