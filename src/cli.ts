@@ -112,8 +112,18 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
       io.stderr(`petstore: invalid configuration: ${redactKeys(error.message)}\n`)
       return 1
     }
-    // A failure, not a bug report: one line, never a stack trace.
-    io.stderr(`petstore: ${redactKeys(error instanceof Error ? error.message : String(error))}\n`)
+    // A failure, not a bug report: one line, never a stack trace, but with every cause's reason.
+    io.stderr(`petstore: ${redactKeys(reasons(error))}\n`)
     return 1
   }
+}
+
+/** An error's message followed by its causes' ("Database migration failed: …"), each once. */
+function reasons(error: unknown): string {
+  const messages: string[] = []
+  for (let at: unknown = error; at !== undefined && messages.length < 5; at = at instanceof Error ? at.cause : undefined) {
+    const message = at instanceof Error ? at.message : String(at)
+    if (message !== '' && !messages.includes(message)) messages.push(message)
+  }
+  return messages.join(': ')
 }

@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config.js'
 import { MIGRATION_NAMES } from '../../src/storage/migrations/names.js'
 import { openStorage } from '../../src/repositories.js'
 import { ENGINES, createTestDatabase, storageEngine } from '../helper.js'
-import { cleanupProcesses, recordModules, startServer, stopServer, trackedTempDir } from '../processes.js'
+import { cleanupProcesses, recordModules, runCli, startServer, stopServer, trackedTempDir } from '../processes.js'
 
 after(cleanupProcesses)
 
@@ -43,6 +43,20 @@ for (const engine of ENGINES) {
       const second = await openStorage(config)
       assert.deepEqual(await second.migrate(), [])
       await second.close()
+    })
+
+    it('applies each migration exactly once, all in one process, when six `petstore migrate` start at once on a new database, round after round', { timeout: 120_000 }, async (t) => {
+      // As six instances starting together. Through PgBouncer in transaction mode a session-level
+      // lock would not keep two of them from migrating at once (ADR 20).
+      for (let round = 0; round < 3; round++) {
+        const dir = trackedTempDir('petstore-migrations-')
+        const database = await createTestDatabase(engine, dir)
+        t.after(() => database.drop())
+        const runs = await Promise.all(Array.from({ length: 6 }, () => runCli(['migrate'], database.env, dir, { timeoutMs: 60_000 })))
+        assert.deepEqual(runs.filter((run) => run.code !== 0).map((run) => run.stderr), [], `round ${round}: every one succeeds`)
+        const applied = runs.map((run) => run.stdout.trim()).filter((stdout) => stdout !== 'Database is up to date.')
+        assert.deepEqual(applied, [`Applied: ${MIGRATION_NAMES[storageEngine(engine)].join(', ')}`], `round ${round}: every migration by one process`)
+      }
     })
 
     it('refuses a database that a newer version migrated further, and leaves it as it was', async (t) => {

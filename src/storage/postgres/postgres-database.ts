@@ -104,15 +104,32 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, warn =
     pool,
     async migrate() {
       if (upToDate(await recordedMigrations(pool), MIGRATION_NAMES.postgres)) return []
-      const [{ Kysely, PostgresDialect }, { runMigrations }, { postgresMigrations }] = await Promise.all([
+      const [{ Kysely }, { runMigrations }, { postgresMigrations }, { MigrationDialect }] = await Promise.all([
         import('kysely'),
         import('../migrations/run-migrations.js'),
         import('../migrations/postgres/index.js'),
+        import('./migration-dialect.js'),
       ])
-      // Kysely holds a PostgreSQL advisory lock while it migrates, so instances starting at once
-      // apply each migration exactly once. It is not destroyed: that would end the shared pool.
-      const kysely = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) })
-      return runMigrations(kysely, postgresMigrations)
+      // One transaction on one connection for the whole run, behind a transaction advisory lock
+      // (which a pooler in transaction mode keeps), so that instances starting at once apply each
+      // migration exactly once, and all of them or none.
+      const client = await pool.connect()
+      let failure: Error | undefined
+      try {
+        await client.query('BEGIN')
+        await client.query("SELECT pg_advisory_xact_lock(hashtext('petstore migrations'))")
+        const applied = await runMigrations(new Kysely<unknown>({ dialect: new MigrationDialect(client) }), postgresMigrations)
+        await client.query('COMMIT')
+        return applied
+      } catch (error) {
+        await client.query('ROLLBACK').catch((rollback: unknown) => {
+          failure = rollback as Error
+        })
+        throw error
+      } finally {
+        // A connection whose ROLLBACK failed may still be in the transaction: the pool drops it.
+        client.release(failure)
+      }
     },
     isUnavailable,
     async ping() {
