@@ -120,10 +120,10 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
 
 /** An error's message followed by its causes' ("Database migration failed: …"), each once. */
 function reasons(error: unknown): string {
+  if (!(error instanceof Error)) return String(error)
   const messages: string[] = []
-  for (let at: unknown = error; at !== undefined && messages.length < 5; at = at instanceof Error ? at.cause : undefined) {
-    const message = at instanceof Error ? at.message : String(at)
-    if (message !== '' && !messages.includes(message)) messages.push(message)
+  for (let at: unknown = error; at instanceof Error && messages.length < 5; at = at.cause) {
+    if (at.message !== '' && !messages.includes(at.message)) messages.push(at.message)
   }
   return messages.join(': ')
 }
