@@ -47,6 +47,7 @@ const PROCESS_TESTS = [
   'ops/prometheus.test.ts',
   'package.test.ts',
   'process/probes.test.ts',
+  'process/burst.test.ts',
   'process/life.test.ts',
   'readme.test.ts',
   'process/runtime.test.ts',
@@ -65,7 +66,8 @@ const PROCESS_TESTS = [
 
 /**
  * The suites whose subject is the same on every Node line: the faults of the databases and of the process
- * under load, nginx in front, the pages in Chromium, the README's examples, the package's contents.
+ * under load, a burst of connections (every other process test goes through the extra listening sockets
+ * too, on every line), nginx in front, the pages in Chromium, the README's examples, the package's contents.
  * `PETSTORE_TEST_ONCE=off` leaves them out, as CI does on Node 24 and 22 (README, Tests).
  */
 const ONCE_TESTS = [
@@ -74,6 +76,7 @@ const ONCE_TESTS = [
   'http/docs-browser.test.ts',
   'ops/nginx.test.ts',
   'package.test.ts',
+  'process/burst.test.ts',
   'readme.test.ts',
 ]
 

@@ -1,5 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import net, { type Socket } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { currentAnswers } from '../http/http-protocol.js'
 
 /** How often the connections are looked at once the listener is closed. */
@@ -189,6 +190,9 @@ export function followConnections(server: Server, now: () => number = () => perf
       const check = setInterval(() => setImmediate(closeQuiet, quietMs), CHECK_INTERVAL_MS)
       try {
         await allClosed
+        // The server counts only the connections its own socket accepted; those of the other listening
+        // sockets (acceptors.ts) are followed here all the same, and waited for.
+        while ([...connections.keys()].some((socket) => !socket.destroyed)) await sleep(CHECK_INTERVAL_MS)
       } finally {
         clearInterval(check)
       }

@@ -8,6 +8,7 @@ import { buildApp } from '../app.js'
 import { isWorker, noWorkerListening, onHangup } from './workers.js'
 import type { Config } from '../config.js'
 import { flushLog } from '../logger.js'
+import { type Acceptors, openAcceptors } from './acceptors.js'
 import { followConnections } from './drain.js'
 import { createMetrics } from '../http/metrics.js'
 import { readCertificatePair, reloadCertificates } from '../http/tls.js'
@@ -20,6 +21,9 @@ export interface RunningServer {
   /** Drains, stops accepting, lets in-flight requests finish, then closes the database. */
   close(): Promise<void>
 }
+
+/** Listening sockets added to the server's own in a process that accepts its connections itself (acceptors.ts). */
+const EXTRA_ACCEPTORS = 15
 
 /** The most a graceful shutdown waits for the last spans to reach the collector. */
 const TRACING_FLUSH_MS = 2_000
@@ -63,10 +67,16 @@ export async function startServer(
   const reloading = config.tls === undefined || certificates === undefined ? undefined : reloadCertificates(app.server, config.tls, certificates, logger)
   const offHangup = reloading === undefined ? undefined : onHangup(() => reloading.reload('SIGHUP'))
   if (reloading !== undefined) metrics.watchCertificate(() => reloading.serving().notAfter)
+  let acceptors: Acceptors | undefined
   try {
+    // A cluster worker's connections are accepted by its primary, whose event loop does nothing
+    // else. A port that another process holds is listened on alone, to fail naming PORT.
+    const batched = !isWorker() && !(await portInUse(config.host, config.port))
     // Node's default backlog (511) overflows when hundreds of clients connect at once: the kernel
     // then drops their SYNs and each waits 1 s or more to retry before it is even accepted.
-    await app.listen({ port: config.port, host: config.host, backlog: config.listenBacklog, listenTextResolver: listenText(certificates !== undefined) })
+    const listen = { port: config.port, host: config.host, backlog: config.listenBacklog, reusePort: batched }
+    await app.listen({ ...listen, listenTextResolver: listenText(certificates !== undefined) })
+    if (batched) acceptors = await openAcceptors(app.server, { ...listen, port: (app.server.address() as net.AddressInfo).port, count: EXTRA_ACCEPTORS })
   } catch (error) {
     offHangup?.()
     reloading?.close()
@@ -84,6 +94,7 @@ export async function startServer(
       // queue when the listener closed.
       draining = true
       await sleep(config.shutdownDrainMs)
+      acceptors?.close()
       connections.stopAccepting()
       if (isWorker()) await noWorkerListening(config.shutdownDrainMs)
       await connections.closeConnections(config.shutdownDrainMs)

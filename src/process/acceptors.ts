@@ -1,0 +1,40 @@
+import net from 'node:net'
+
+export interface Acceptors {
+  /** Stops accepting; the connections they accepted are the server's. */
+  close(): void
+}
+
+/**
+ * Listening sockets on the API port beside the server's own, each handing what it accepts to the
+ * server as if the server had accepted it.
+ *
+ * Node accepts one connection per listening socket and turn of its event loop (libuv since 1.45,
+ * libuv/libuv#3696), and under load a turn takes tens of milliseconds: a burst of thousands of new
+ * connections would wait in the kernel's queue for minutes. The sockets share the port through
+ * SO_REUSEPORT, the kernel spreading new connections among them, so the process accepts `count + 1`
+ * connections per turn.
+ */
+export async function openAcceptors(server: net.Server, options: { host: string; port: number; backlog: number; count: number }): Promise<Acceptors> {
+  const acceptors: net.Server[] = []
+  const handOver = (socket: net.Socket) => server.emit('connection', socket)
+  try {
+    for (let i = 0; i < options.count; i++) {
+      // As Node's HTTP server sets its own (Nagle's delay off).
+      const acceptor = net.createServer({ noDelay: true }, handOver)
+      acceptors.push(acceptor)
+      await new Promise<void>((resolve, reject) => {
+        acceptor.once('error', reject)
+        acceptor.listen({ host: options.host, port: options.port, backlog: options.backlog, reusePort: true }, resolve)
+      })
+    }
+  } catch (error) {
+    for (const acceptor of acceptors) acceptor.close()
+    throw error
+  }
+  return {
+    close() {
+      for (const acceptor of acceptors) acceptor.close()
+    },
+  }
+}
