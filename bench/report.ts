@@ -14,16 +14,21 @@ const RESULTS_DIR = path.join(import.meta.dirname, 'results')
 /** /proc reports KiB; MB here are 10^6 bytes. */
 export const megabytes = (kb: number) => round((kb * 1024) / 1e6, 1)
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  if (sorted.length === 0) return Number.NaN
-  return sorted.length % 2 === 1 ? (sorted[middle] ?? Number.NaN) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2
+/** The q-quantile of the values, linear between the two nearest ranks (q = 0.5: the median). */
+function quantile(values: readonly number[], q: number): number {
+  const sorted = values.filter((value) => !Number.isNaN(value)).sort((a, b) => a - b)
+  const at = (sorted.length - 1) * q
+  const below = sorted[Math.floor(at)] ?? Number.NaN
+  const above = sorted[Math.ceil(at)] ?? Number.NaN
+  return below + (above - below) * (at - Math.floor(at))
 }
+
+const median = (values: readonly number[]) => quantile(values, 0.5)
 
 export const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 export const count = (n: number) => Math.round(n).toLocaleString('en-US')
 const verdict = (pass: boolean) => (pass ? 'PASS' : 'MISS')
+const percent = (share: number) => `${Math.round(share * 100)} %`
 
 export type EngineName = 'sqlite' | 'postgres'
 
@@ -102,9 +107,39 @@ interface Ratios {
   floorBaselineRatio: number
   /** Service CPU per request ÷ baseline CPU per request (each server's process, /proc): reported. */
   serviceBaselineCpuRatio: number
+  /**
+   * Service CPU per request ÷ floor CPU per request: reported beside the judged req/s ratio, the cost of a
+   * request whatever the load generator left each server of the CPU.
+   */
+  serviceFloorCpuRatio: number
 }
 
-export type Round = PerServer<LoadResult> & CompanionRatios & Ratios
+/** How a ratio spread over the rounds: its quartiles (the median is in `median`) and its extremes. */
+export interface Spread {
+  q1: number
+  q3: number
+  min: number
+  max: number
+}
+
+const RATIO_KEYS = [
+  'serviceFloorRatio',
+  'serviceFloorP99Ratio',
+  'serviceBaselineRatio',
+  'floorBaselineRatio',
+  'serviceBaselineCpuRatio',
+  'serviceFloorCpuRatio',
+] as const satisfies readonly (keyof Ratios)[]
+
+export type Round = PerServer<LoadResult> &
+  CompanionRatios &
+  Ratios & {
+    /**
+     * The share of the machine's CPU (every core) that processes outside the bench used during the round:
+     * what a shared machine took from the servers and the load generator.
+     */
+    othersCpuShare?: number
+  }
 
 interface Side {
   requestsPerSecond: number
@@ -122,6 +157,10 @@ export interface ScenarioReport {
   warmup: PerServer<LoadResult>
   rounds: Round[]
   median: PerServer<Side> & CompanionRatios & Ratios
+  /** Each ratio's spread over the rounds. */
+  spread: { [K in keyof Ratios | RatioKey]?: Spread }
+  /** The share of the machine's CPU that other processes used, median and most over rounds. */
+  othersCpuShare: { median: number; max: number }
   /** VmHWM after the scenario: the peak since the process started. */
   peakRssMb: PerServer<number>
   /** VmRSS after the scenario. */
@@ -139,6 +178,7 @@ export function roundRatios(results: PerServer<LoadResult>): Ratios & CompanionR
     serviceBaselineRatio: round(service.requestsPerSecond / baseline.requestsPerSecond, 3),
     floorBaselineRatio: round(floor.requestsPerSecond / baseline.requestsPerSecond, 3),
     serviceBaselineCpuRatio: round((service.serverCpuUsPerRequest ?? Number.NaN) / (baseline.serverCpuUsPerRequest ?? Number.NaN), 3),
+    serviceFloorCpuRatio: round((service.serverCpuUsPerRequest ?? Number.NaN) / (floor.serverCpuUsPerRequest ?? Number.NaN), 3),
   }
   for (const id of COMPANION_IDS) {
     const result = results[id]
@@ -165,6 +205,13 @@ export function summarise(
     cpuUsPerRequest: round(median(results.map((r) => r.serverCpuUsPerRequest ?? Number.NaN)), 1),
   })
   const medianOf = (key: keyof Ratios, digits: number) => round(median(rounds.map((r) => r[key])), digits)
+  const spread: ScenarioReport['spread'] = {}
+  for (const key of [...RATIO_KEYS, ...COMPANION_IDS.map(ratioKey)]) {
+    const values = rounds.flatMap((r) => r[key] ?? [])
+    if (values.length > 0) {
+      spread[key] = { q1: round(quantile(values, 0.25), 3), q3: round(quantile(values, 0.75), 3), min: Math.min(...values), max: Math.max(...values) }
+    }
+  }
   const targetFloorRatio = scenario.targetFloorRatio[engine]
   const medians: ScenarioReport['median'] = {
     serviceFloorRatio: medianOf('serviceFloorRatio', 3),
@@ -172,6 +219,7 @@ export function summarise(
     serviceBaselineRatio: medianOf('serviceBaselineRatio', 3),
     floorBaselineRatio: medianOf('floorBaselineRatio', 3),
     serviceBaselineCpuRatio: medianOf('serviceBaselineCpuRatio', 3),
+    serviceFloorCpuRatio: medianOf('serviceFloorCpuRatio', 3),
     baseline: side(rounds.map((r) => r.baseline)),
     service: side(rounds.map((r) => r.service)),
     floor: side(rounds.map((r) => r.floor)),
@@ -189,6 +237,11 @@ export function summarise(
     warmup,
     rounds,
     median: medians,
+    spread,
+    othersCpuShare: {
+      median: round(median(rounds.map((r) => r.othersCpuShare ?? Number.NaN)), 3),
+      max: Math.max(...rounds.map((r) => r.othersCpuShare ?? Number.NaN)),
+    },
     ...memory,
     pass: {
       throughput: medians.serviceFloorRatio >= targetFloorRatio,
@@ -207,9 +260,22 @@ function table(rows: string[][]): string {
 
 const target = (report: ScenarioReport) => `≥ ${report.targetFloorRatio.toFixed(2)}`
 
-/** `label 0.62 (rounds 0.60 0.64)`. */
+/** A ratio's median over rounds and its interquartile range: `0.62`, `0.60-0.64`. */
+function medianAndIqr(report: ScenarioReport, key: keyof Ratios | RatioKey): [string, string] {
+  const spread = report.spread[key]
+  return [report.median[key]?.toFixed(2) ?? '?', spread === undefined ? '?' : `${spread.q1.toFixed(2)}-${spread.q3.toFixed(2)}`]
+}
+
+/** `label 0.62 (IQR 0.60-0.64, 12 rounds)`. */
 function ratioText(report: ScenarioReport, label: string, key: keyof Ratios | RatioKey): string {
-  return `${label} ${report.median[key]?.toFixed(2) ?? '?'} (rounds ${report.rounds.map((r) => r[key]?.toFixed(2) ?? '?').join(' ')})`
+  const [median, iqr] = medianAndIqr(report, key)
+  return `${label} ${median} (IQR ${iqr}, ${report.rounds.length} rounds)`
+}
+
+/** `0.62 (0.60-0.64)`, for the summary. */
+function ratioCell(report: ScenarioReport, key: keyof Ratios | RatioKey): string {
+  const [median, iqr] = medianAndIqr(report, key)
+  return `${median} (${iqr})`
 }
 
 export function printScenario(report: ScenarioReport): void {
@@ -222,7 +288,8 @@ export function printScenario(report: ScenarioReport): void {
   console.log(
     [
       '',
-      `${report.label}   (${report.rounds.length} rounds, ${CONNECTIONS} connections)`,
+      `${report.label}   (${report.rounds.length} rounds, ${CONNECTIONS} connections; ` +
+        `other processes took ${percent(report.othersCpuShare.median)} of the CPU, up to ${percent(report.othersCpuShare.max)} in a round)`,
       table([
         ['', 'req/s', 'p50 ms', 'p99 ms', 'peak RSS MB', 'CPU µs/req'],
         ...row(m.postgresJs === undefined ? 'baseline' : 'baseline (node-postgres)', m.baseline, peakRssMb.baseline),
@@ -233,6 +300,7 @@ export function printScenario(report: ScenarioReport): void {
       `  ${ratioText(report, 'service ÷ floor', 'serviceFloorRatio')}   target ${target(report)}   ${verdict(pass.throughput)}`,
       `  ${ratioText(report, 'service p99 ÷ floor p99', 'serviceFloorP99Ratio')}   target ≤ ${P99_FACTOR}   ${verdict(pass.p99)}`,
       `  service peak RSS ${peakRssMb.service.toFixed(1)} MB   target ≤ floor's ${peakRssMb.floor.toFixed(1)} MB   ${verdict(pass.peakRss)}`,
+      `  ${ratioText(report, 'service CPU per request ÷ floor CPU per request', 'serviceFloorCpuRatio')}`,
       `  ${ratioText(report, 'service ÷ baseline', 'serviceBaselineRatio')}`,
       `  ${ratioText(report, 'floor ÷ baseline', 'floorBaselineRatio')}`,
       `  ${ratioText(report, 'service CPU per request ÷ baseline CPU per request', 'serviceBaselineCpuRatio')}`,
@@ -244,7 +312,7 @@ export function printScenario(report: ScenarioReport): void {
 function printSummary(reports: ScenarioReport[]): void {
   const companions = COMPANION_IDS.filter((id) => reports.some((r) => r.median[id] !== undefined))
   console.log(
-    '\nSummary (medians over rounds; judged against the floor of the same round: service req/s ÷ floor req/s, ' +
+    '\nSummary (medians over rounds, the interquartile range of the rounds in brackets; judged against the floor of the same round: service req/s ÷ floor req/s, ' +
       `service p99 ≤ ${P99_FACTOR} × floor p99, service peak RSS ≤ floor peak RSS; ` +
       "floor: Fastify with pino, prom-client and @fastify/rate-limit on the baseline's store" +
       (companions.includes('postgresJs') ? '; the baseline is node-postgres, pjs the postgres.js baseline' : '') +
@@ -257,12 +325,12 @@ function printSummary(reports: ScenarioReport[]): void {
           'scenario',
           'svc req/s',
           'floor req/s',
-          'svc ÷ floor',
+          'svc ÷ floor (IQR)',
           'target',
           '',
           'p99 ms svc',
           'p99 ms floor',
-          'p99 svc ÷ floor',
+          'p99 svc ÷ floor (IQR)',
           `≤ ${P99_FACTOR}×`,
           'RSS MB svc',
           'RSS MB floor',
@@ -274,7 +342,9 @@ function printSummary(reports: ScenarioReport[]): void {
           'CPU µs svc',
           'CPU µs floor',
           'CPU µs base',
+          'CPU svc ÷ floor (IQR)',
           'CPU svc ÷ base',
+          'others CPU',
           ...companions.flatMap((id) => {
             const { column, ratioColumn } = COMPANIONS[id]
             return [`${column} req/s`, `${column} p99 ms`, `${column} RSS MB`, ratioColumn]
@@ -284,12 +354,12 @@ function printSummary(reports: ScenarioReport[]): void {
           r.label,
           count(r.median.service.requestsPerSecond),
           count(r.median.floor.requestsPerSecond),
-          r.median.serviceFloorRatio.toFixed(2),
+          ratioCell(r, 'serviceFloorRatio'),
           target(r),
           verdict(r.pass.throughput),
           String(r.median.service.p99Ms),
           String(r.median.floor.p99Ms),
-          r.median.serviceFloorP99Ratio.toFixed(2),
+          ratioCell(r, 'serviceFloorP99Ratio'),
           verdict(r.pass.p99),
           r.peakRssMb.service.toFixed(1),
           r.peakRssMb.floor.toFixed(1),
@@ -301,7 +371,9 @@ function printSummary(reports: ScenarioReport[]): void {
           r.median.service.cpuUsPerRequest.toFixed(1),
           r.median.floor.cpuUsPerRequest.toFixed(1),
           r.median.baseline.cpuUsPerRequest.toFixed(1),
+          ratioCell(r, 'serviceFloorCpuRatio'),
           r.median.serviceBaselineCpuRatio.toFixed(2),
+          percent(r.othersCpuShare.median),
           ...companions.flatMap((id) => [
             count(r.median[id]?.requestsPerSecond ?? Number.NaN),
             String(r.median[id]?.p99Ms ?? ''),

@@ -1,12 +1,15 @@
-// The benchmark's load: one load-generator process (load.ts) per measured run, warm-up and
-// interleaved rounds per scenario, and a stop with what came back when a run saw anything but 2xx.
+// The benchmark's load: per scenario a warm-up, then interleaved rounds whose order of servers changes
+// from round to round, each measured run a fresh load-generator process (wrk, or load.ts driving
+// autocannon), and a stop with what came back when a run saw anything but 2xx.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
-import { type NodeProcess, ROOT, describeExit } from '../scripts/petstore-process.js'
-import type { LoadOptions, LoadResult } from './load.js'
-import { COMPANIONS, type CompanionId, type PerServer, type Round, type ScenarioReport, ratioKey, roundRatios } from './report.js'
+import { type NodeProcess, ROOT, describeExit, round } from '../scripts/petstore-process.js'
+import type { LoadOptions, LoadResult, LoadTool } from './load.js'
+import { type CompanionId, type PerServer, type Round, type ScenarioReport, roundRatios } from './report.js'
 import { CONNECTIONS, type Scenario, petBody } from './scenarios.js'
+import { parseWrk, wrkArgs, wrkScript } from './wrk.js'
 
 /** Load generators running now; they end by themselves, but not before the hard time bound would. */
 const loadGenerators = new Set<ChildProcess>()
@@ -16,24 +19,65 @@ export function killLoadGenerators(): void {
   for (const child of loadGenerators) child.kill('SIGKILL')
 }
 
-/** Clock ticks per second, the unit of /proc/<pid>/stat's CPU times. */
+/** Clock ticks per second, the unit of /proc's CPU times. */
 let ticksPerSecond: number | undefined
+
+const ticksToUs = (ticks: number) => {
+  ticksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+  return (ticks * 1e6) / ticksPerSecond
+}
+
+/** /proc/<pid>/stat's fields after the command, which may itself hold ") ": ppid is [1], utime [11], cutime [13]. */
+const statFields = (pid: number | string) => fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').at(-1)?.split(' ') ?? []
 
 /** The CPU time a process has used so far, user and system, all its threads (exited ones included), in µs. */
 function processCpuUs(pid: number): number {
-  ticksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
-  // Fields after the command's closing parenthesis, which the command itself may contain: utime is the 14th.
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').at(-1)?.split(' ') ?? []
-  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / ticksPerSecond
+  const fields = statFields(pid)
+  return ticksToUs(Number(fields[11]) + Number(fields[12]))
 }
 
-/** One load-generator process against one server; its JSON line is the result. */
-async function runLoad(options: LoadOptions, signal: AbortSignal): Promise<LoadResult> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'load.ts'), JSON.stringify(options)], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  })
+/**
+ * CPU time used so far, in µs: by the whole machine (every core, time stolen by the hypervisor included),
+ * and by the bench, this process and all its descendants (servers, load generators, the PostgreSQL server
+ * and its backends; those that exited through their parents' counts of reaped children).
+ */
+function cpuInUse(): { machineUs: number; benchUs: number } {
+  const [user, nice, system, , , irq, softirq, steal] = (/^cpu\s+(.*)$/m.exec(fs.readFileSync('/proc/stat', 'utf8'))?.[1] ?? '').split(/\s+/).map(Number)
+  const cpuTicks = new Map<number, number>()
+  const children = new Map<number, number[]>()
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    let fields: string[]
+    try {
+      fields = statFields(name)
+    } catch {
+      continue // it exited meanwhile
+    }
+    const pid = Number(name)
+    const parent = Number(fields[1])
+    cpuTicks.set(pid, Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]))
+    const siblings = children.get(parent)
+    if (siblings === undefined) children.set(parent, [pid])
+    else siblings.push(pid)
+  }
+  let benchTicks = 0
+  const pending = [process.pid]
+  for (let pid = pending.pop(); pid !== undefined; pid = pending.pop()) {
+    benchTicks += cpuTicks.get(pid) ?? 0
+    pending.push(...(children.get(pid) ?? []))
+  }
+  const machineTicks = [user, nice, system, irq, softirq, steal].reduce<number>((sum, ticks) => sum + (ticks ?? 0), 0)
+  return { machineUs: ticksToUs(machineTicks), benchUs: ticksToUs(benchTicks) }
+}
+
+/** One load-generator process, stopped by the run's abort or when it outlives its duration by far. */
+async function spawnLoadGenerator(
+  command: string,
+  args: string[],
+  durationS: number,
+  signal: AbortSignal,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   loadGenerators.add(child)
   let stdout = ''
   let stderr = ''
@@ -41,15 +85,50 @@ async function runLoad(options: LoadOptions, signal: AbortSignal): Promise<LoadR
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')))
   const stop = () => child.kill('SIGTERM')
   signal.addEventListener('abort', stop, { once: true })
-  const killer = setTimeout(() => child.kill('SIGKILL'), (options.durationS + 30) * 1000)
-  const code = await new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)))
+  const killer = setTimeout(() => child.kill('SIGKILL'), (durationS + 30) * 1000)
+  const code = await new Promise<number | null>((resolve) => {
+    child.once('error', () => resolve(null))
+    child.once('exit', (exitCode) => resolve(exitCode))
+  })
   loadGenerators.delete(child)
   clearTimeout(killer)
   signal.removeEventListener('abort', stop)
   signal.throwIfAborted()
+  return { code, stdout, stderr }
+}
+
+/**
+ * One run against one server. wrk is spawned here, so a round costs no Node start-up; autocannon runs in a
+ * load.ts process of its own, so that its CPU is not the orchestrator's.
+ */
+async function runLoad(tool: LoadTool, options: LoadOptions, ids: readonly string[], signal: AbortSignal): Promise<LoadResult> {
+  if (tool === 'wrk') {
+    const script = path.join(path.dirname(options.idsFile), 'wrk.lua')
+    fs.writeFileSync(script, wrkScript(options, ids))
+    const { code, stdout, stderr } = await spawnLoadGenerator('wrk', wrkArgs(options, script), options.durationS, signal)
+    return parseWrk(code, stdout + stderr)
+  }
+  const args = ['--import', 'tsx', path.join(import.meta.dirname, 'load.ts'), JSON.stringify(options)]
+  const { code, stdout, stderr } = await spawnLoadGenerator(process.execPath, args, options.durationS, signal)
   const line = stdout.trim().split('\n').at(-1) ?? ''
   if (code !== 0 || line === '') throw new Error(`load generator failed (exit ${code}): ${stderr.trim() || stdout.trim()}`)
   return JSON.parse(line) as LoadResult
+}
+
+/**
+ * The order of `servers` servers in round `index`: the rows of a Williams design (a balanced Latin
+ * square), in turn. Over a cycle of n rounds (2n when n is odd) every server runs once in every place and
+ * right after every other server equally often, so that neither a place in the round nor what the server
+ * before left behind (its log still being written, dirty pages, a busier core) favours one server.
+ */
+export function roundOrder(servers: number, index: number): number[] {
+  const n = servers
+  const row = index % (n % 2 === 0 ? n : 2 * n)
+  // The first row is 0, 1, n-1, 2, n-2, …; row r adds r to each (mod n); for odd n the second n rows
+  // are the first n reversed.
+  const first = Array.from({ length: n }, (_, place) => (place === 0 ? 0 : place % 2 === 1 ? (place + 1) / 2 : n - place / 2))
+  const shifted = first.map((server) => (server + row) % n)
+  return row < n ? shifted : shifted.reverse()
 }
 
 /** A round that saw anything but 2xx measured failures, not the service: stop and say what came back. */
@@ -87,62 +166,70 @@ export interface Servers {
 }
 
 /**
- * One scenario on every server: a warm-up on each (discarded), then `rounds` rounds of baseline,
- * service, floor and each companion, each a fresh load generator; the ratios of a round compare runs
- * seconds apart, the service's with the floor's next to it.
+ * One scenario on every server: a warm-up on each (discarded), then `rounds` rounds in which baseline,
+ * service, floor and each companion run once, in the order roundOrder gives, each a fresh load
+ * generator; the ratios of a round compare runs seconds apart.
  */
 export async function measureScenario(
   scenario: Scenario,
   servers: Servers,
   mode: { rounds: number; roundS: number; warmupS: number },
-  run: { key: string; idsFile: string; tool: LoadOptions['tool']; signal: AbortSignal },
+  run: { key: string; idsFile: string; tool: LoadTool; signal: AbortSignal },
 ): Promise<Pick<ScenarioReport, 'warmup' | 'rounds'>> {
+  const ids = JSON.parse(fs.readFileSync(run.idsFile, 'utf8')) as string[]
+  if (ids.length === 0) throw new Error('no pet ids')
   let runs = 0
   const measure = async (server: Server, durationS: number) => {
     // The server is idle while the load generator starts and after it ends: its CPU over the whole run is the load's.
     const cpuBefore = processCpuUs(server.process.pid)
-    const result = await runLoad(
-      {
-        baseUrl: server.url,
-        key: run.key,
-        scenario: scenario.id,
-        connections: CONNECTIONS,
-        durationS,
-        idsFile: run.idsFile,
-        // Distinct names per run, so no two creates send the same body.
-        namePrefix: `${server.name}-${scenario.id}-${runs++}`,
-        tool: run.tool,
-      },
-      run.signal,
-    )
+    const options: LoadOptions = {
+      baseUrl: server.url,
+      key: run.key,
+      scenario: scenario.id,
+      connections: CONNECTIONS,
+      durationS,
+      idsFile: run.idsFile,
+      // Distinct names per run, so no two creates send the same body.
+      namePrefix: `${server.name}-${scenario.id}-${runs++}`,
+    }
+    const result = await runLoad(run.tool, options, ids, run.signal)
     if (server.process.exit !== undefined) throw new Error(`${server.name} stopped during the run (${describeExit(server.process.exit)})`)
     result.serverCpuUsPerRequest = Math.round(((processCpuUs(server.process.pid) - cpuBefore) / result.requests) * 10) / 10
     await assertClean(result, server.name, scenario, server.url, run.key)
     return result
   }
-  const { baseline, service, floor } = servers
-  const companions = Object.entries(servers.companions) as [CompanionId, Server][]
-  process.stdout.write(`bench: ${scenario.label}: warm-up ${mode.warmupS} s each`)
-  const warmup: ScenarioReport['warmup'] = {
-    baseline: await measure(baseline, mode.warmupS),
-    service: await measure(service, mode.warmupS),
-    floor: await measure(floor, mode.warmupS),
-  }
-  for (const [id, server] of companions) warmup[id] = await measure(server, mode.warmupS)
+  const entries: [keyof PerServer<LoadResult>, Server][] = [
+    ['baseline', servers.baseline],
+    ['service', servers.service],
+    ['floor', servers.floor],
+    ...(Object.entries(servers.companions) as [CompanionId, Server][]),
+  ]
+  process.stdout.write(`bench: ${scenario.label}: warm-up ${mode.warmupS} s each, then ${mode.rounds} rounds of ${mode.roundS} s; svc ÷ floor:`)
+  const warmup: Partial<PerServer<LoadResult>> = {}
+  for (const [id, server] of entries) warmup[id] = await measure(server, mode.warmupS)
   const rounds: Round[] = []
   for (let index = 0; index < mode.rounds; index++) {
-    const results: PerServer<LoadResult> = {
-      baseline: await measure(baseline, mode.roundS),
-      service: await measure(service, mode.roundS),
-      floor: await measure(floor, mode.roundS),
+    const cpuBefore = cpuInUse()
+    const startedAt = performance.now()
+    const results: Partial<PerServer<LoadResult>> = {}
+    for (const place of roundOrder(entries.length, index)) {
+      const entry = entries[place]
+      if (entry !== undefined) results[entry[0]] = await measure(entry[1], mode.roundS)
     }
-    for (const [id, server] of companions) results[id] = await measure(server, mode.roundS)
-    const measured: Round = { ...results, ...roundRatios(results) }
-    const others = [`svc ÷ base ${measured.serviceBaselineRatio.toFixed(2)}`, `CPU/req svc ÷ base ${measured.serviceBaselineCpuRatio.toFixed(2)}`]
-    for (const [id] of companions) others.push(`${COMPANIONS[id].ratioColumn} ${measured[ratioKey(id)]?.toFixed(2) ?? '?'}`)
-    process.stdout.write(`, round ${index + 1} svc ÷ floor ${measured.serviceFloorRatio.toFixed(2)} (${others.join(', ')})`)
+    const cpuAfter = cpuInUse()
+    const othersUs = cpuAfter.machineUs - cpuBefore.machineUs - (cpuAfter.benchUs - cpuBefore.benchUs)
+    const othersCpuShare = Math.max(0, round(othersUs / ((performance.now() - startedAt) * 1000 * os.cpus().length), 3))
+    const measured: Round = { ...complete(results), ...roundRatios(complete(results)), othersCpuShare }
+    process.stdout.write(` ${measured.serviceFloorRatio.toFixed(2)}`)
     rounds.push(measured)
   }
   process.stdout.write('\n')
-  return { warmup, rounds }
+  return { warmup: complete(warmup), rounds }
+}
+
+/** Results of a round (or the warm-up) once every server has run. */
+function complete(results: Partial<PerServer<LoadResult>>): PerServer<LoadResult> {
+  const { baseline, service, floor } = results
+  if (baseline === undefined || service === undefined || floor === undefined) throw new Error('a round without the baseline, the service or the floor')
+  return { ...results, baseline, service, floor }
 }

@@ -15,7 +15,7 @@ import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { type NodeProcess, describeExit, guardRun, logTail, procStatusKb, stopProcess } from '../scripts/petstore-process.js'
 import { assertIdenticalBodies } from './identity.js'
-import type { LoadOptions } from './load.js'
+import type { LoadTool } from './load.js'
 import { type EmbeddedServer, startEmbeddedPostgres } from '../scripts/embedded-postgres.js'
 import { type Pooler, startPgBouncer } from '../scripts/pg-cluster.js'
 import {
@@ -48,21 +48,19 @@ interface Mode {
 }
 
 const MODES = {
+  // Many short rounds rather than a few long ones: a shared machine's load comes and goes within seconds,
+  // and each round compares servers measured a second or two apart, in an order that changes (roundOrder
+  // in rounds.ts). 12 rounds are two cycles of the order with three servers, three with four. wrk takes
+  // whole seconds. Load: scenarios × servers × (warm-up + rounds × round): SQLite quick 4 × 3 × (2 + 12) s
+  // = 2.8 minutes, full 4 × 3 × (2 + 24) s = 5.2; PostgreSQL quick 4 × 4 × 14 s = 3.7, full 4 × 4 × 18 s =
+  // 4.8. Set-up (seeding, the baselines, PostgreSQL's start) adds 0.5 to 2 minutes.
   sqlite: {
-    // Three servers (baseline, service, floor): 4 scenarios × (3 × 2 s warm-up +
-    // 4 rounds × 3 × 5 s) = 4.4 minutes of load. The build, seeding and 60 load-generator start-ups add
-    // 1 to 3 minutes, depending on how busy the machine is; the issue allows 8 in all.
-    full: { name: 'full', rounds: 4, roundS: 5, warmupS: 2, hardLimitS: 480 },
-    quick: { name: 'quick', rounds: 2, roundS: 3, warmupS: 1, hardLimitS: 300 },
+    full: { name: 'full', rounds: 24, roundS: 1, warmupS: 2, hardLimitS: 480 },
+    quick: { name: 'quick', rounds: 12, roundS: 1, warmupS: 2, hardLimitS: 360 },
   },
   postgres: {
-    // Four servers (node-postgres baseline, service, postgres.js baseline, floor): 4 scenarios × (4 × 2 s
-    // + 4 rounds × 4 × 4 s) = 4.8 minutes of load, plus the server's start, seeding through the service
-    // and 80 load-generator start-ups: 331 s in all on a quiet machine (24 November), 6.5-8 minutes on a
-    // busy one. Rounds of 5 s, as with three servers, would take 5.9 minutes of load alone and pass the
-    // issue's 8 in all. Quick: 1.9 minutes of load, 137 s in all on a quiet machine.
-    full: { name: 'full', rounds: 4, roundS: 4, warmupS: 2, hardLimitS: 480 },
-    quick: { name: 'quick', rounds: 2, roundS: 3, warmupS: 1, hardLimitS: 300 },
+    full: { name: 'full', rounds: 16, roundS: 1, warmupS: 2, hardLimitS: 480 },
+    quick: { name: 'quick', rounds: 12, roundS: 1, warmupS: 2, hardLimitS: 420 },
   },
 } as const satisfies Record<EngineName, Record<string, Mode>>
 
@@ -77,8 +75,8 @@ bench/results/<timestamp>-<engine>[-quick].json (ignored by git). Memory over mi
               node-postgres (the reference) and postgres.js.
   --pooler    With --engine postgres: the service also with DATABASE_PREPARED_STATEMENTS=false, straight to the
               server and through a PgBouncer in transaction mode, each reported ÷ the service (named statements)
-  --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (2-4 minutes in all)
-              instead of ${MODES.sqlite.full.rounds} of ${MODES.sqlite.full.roundS} s (SQLite 5-7) or ${MODES.postgres.full.rounds} of ${MODES.postgres.full.roundS} s (PostgreSQL 5.5-8)
+  --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (SQLite 3.5-6 minutes in all, PostgreSQL
+              4.5-7) instead of ${MODES.sqlite.full.rounds} (SQLite, 6-8 minutes) or ${MODES.postgres.full.rounds} (PostgreSQL, 6-8)
   --no-build  Use dist/ as it is instead of compiling src/ first
   --autocannon  Drive the servers with autocannon even when wrk is installed (wrk is used when it is on PATH)
 Exit code: 0 every target met, 1 a target missed, 2 usage, 3 the benchmark itself failed.`
@@ -219,7 +217,7 @@ async function main(): Promise<number> {
   let mode: Mode
   let engineName: EngineName
   let buildFirst: boolean
-  let tool: LoadOptions['tool']
+  let tool: LoadTool
   let withPooler: boolean
   try {
     const { values } = parseArgs({
@@ -313,6 +311,7 @@ async function main(): Promise<number> {
         rounds: mode.rounds,
         roundS: mode.roundS,
         warmupS: mode.warmupS,
+        order: 'per round a row of a Williams design: every server in every place, and right after every other, equally often',
         database: engineName,
         baselines:
           engineName === 'postgres'

@@ -20,7 +20,7 @@ import {
   startPetstore,
   waitUntilReady,
 } from '../scripts/petstore-process.js'
-import type { LoadOptions } from './load.js'
+import type { LoadTool } from './load.js'
 import { count, megabytes, seconds } from './report.js'
 import { petBody } from './scenarios.js'
 
@@ -137,7 +137,7 @@ export interface Setup {
   engine: Engine
   key: string
   /** What drives the servers in the measured rounds. */
-  tool: LoadOptions['tool']
+  tool: LoadTool
   service: PetstoreProcess
   serviceLog: string
   /** The service's Prometheus endpoint. */
