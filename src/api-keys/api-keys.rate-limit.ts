@@ -31,6 +31,7 @@ export interface RateLimits {
 const COUNT = { increment: true }
 const READ = { increment: false }
 const NOT_LIMITED: Outcome = { remaining: 0, ttlInSeconds: 0, isExceeded: false }
+const NO_WAIT = Promise.resolve()
 /** Only an allow-list (none here) yields `isAllowed`; it is then never over the limit. */
 const outcomeOf = (result: Outcome | { isAllowed: true }): Outcome => ('isAllowed' in result && result.isAllowed ? NOT_LIMITED : (result as Outcome))
 
@@ -125,17 +126,20 @@ export async function registerRateLimits(
       countRateLimited('failed-auth')
       return tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage)
     },
-    async limitKey(request, reply) {
-      if (perKeyPerMinute === 0) return
-      const outcome = outcomeOf(await perKey(request, COUNT))
-      if (outcome.isExceeded) {
-        countRateLimited('per-key')
-        throw tooMany('per-key', perKeyPerMinute, outcome, `Rate limit of ${perKeyPerMinute} requests per minute for this API key exceeded.`)
-      }
-      // Set one by one: the policy's text is made once, and no object per request.
-      reply.header('ratelimit-policy', perKeyPolicy)
-      const remaining = remainingHeader('per-key', outcome)
-      if (remaining !== undefined) reply.header('ratelimit', remaining)
+    // Not async: the limiter's promise is the only one a request waits for here.
+    limitKey(request, reply) {
+      if (perKeyPerMinute === 0) return NO_WAIT
+      return perKey(request, COUNT).then((result) => {
+        const outcome = outcomeOf(result)
+        if (outcome.isExceeded) {
+          countRateLimited('per-key')
+          throw tooMany('per-key', perKeyPerMinute, outcome, `Rate limit of ${perKeyPerMinute} requests per minute for this API key exceeded.`)
+        }
+        // Set one by one: the policy's text is made once, and no object per request.
+        reply.header('ratelimit-policy', perKeyPolicy)
+        const remaining = remainingHeader('per-key', outcome)
+        if (remaining !== undefined) reply.header('ratelimit', remaining)
+      })
     },
     storeStatus: () => (redis === undefined ? 'memory' : redis.status === 'ready' ? 'redis' : 'unavailable'),
   }

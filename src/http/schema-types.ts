@@ -1,5 +1,5 @@
 import { Kind, type SchemaOptions, type Static, type TSchema, Type, TypeRegistry, type TUnsafe } from '@sinclair/typebox'
-import { Value } from '@sinclair/typebox/value'
+import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { INT64_MAX, INT64_MIN, integerTextWithin } from '../shared/int64.js'
 
 /*
@@ -32,7 +32,7 @@ export function registerSchemaKinds(): void {
     'IntegerText',
     (schema, value) => typeof value === 'string' && integerTextWithin(value, schema[Range].minimum, schema[Range].maximum),
   )
-  TypeRegistry.Set<NamedSchema>('Named', (schema, value) => Value.Check(schema[Target], value))
+  TypeRegistry.Set<NamedSchema>('Named', (schema, value) => checkOf(schema[Target])(value))
   TypeRegistry.Set<TSchema & { enum: string[] }>(
     'StringEnum',
     (schema, value) => typeof value === 'string' && schema.enum.includes(value),
@@ -46,8 +46,24 @@ export function registerSchemaKinds(): void {
       // text cannot hold U+0000: both are refused on every engine alike.
       !/\p{Cs}/u.test(value) &&
       !value.includes('\u0000') &&
-      [...value].length <= schema.maxLength,
+      // A string has no more code points than UTF-16 units: only a longer one needs counting.
+      (value.length <= schema.maxLength || [...value].length <= schema.maxLength),
   )
+}
+
+/**
+ * The compiled check of a Named schema's target, made at its first use: it runs on every request that
+ * carries one (a pet's status), where `Value.Check` would walk the schema each time.
+ */
+const compiledChecks = new WeakMap<TSchema, (value: unknown) => boolean>()
+function checkOf(target: TSchema): (value: unknown) => boolean {
+  let check = compiledChecks.get(target)
+  if (check === undefined) {
+    const compiled = TypeCompiler.Compile(target)
+    check = (value) => compiled.Check(value)
+    compiledChecks.set(target, check)
+  }
+  return check
 }
 
 /** The exact bounds of an Int64 or IntegerText schema, for error messages. */

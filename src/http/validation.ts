@@ -29,9 +29,11 @@ export function createValidatorCompiler(
   registerSchemaKinds()
   return ({ schema, httpPart = 'body' }) => {
     const compiled = TypeCompiler.Compile(schema, references)
+    // Of headers, only those the route declares: they come with all the others, `Authorization` among them.
+    const declared = httpPart === 'headers' ? Object.keys((schema as { properties?: object }).properties ?? {}) : undefined
     return (data: unknown) => {
       if (!compiled.Check(data)) return { error: new ApiError('invalid_request', describe(httpPart, data, compiled.Errors(data))) }
-      const holder = fieldHoldingKey(httpPart === 'headers' ? schema : undefined, data, containsKey)
+      const holder = fieldHoldingKey(declared, data, containsKey)
       // `true`: valid as it is (Fastify keeps the value it has; `{ value }` would be an object per request).
       if (holder === undefined) return true
       return {
@@ -46,20 +48,26 @@ export function createValidatorCompiler(
 }
 
 /**
- * The first member of a valid `data` whose string value holds an API key. Of headers, only those
- * `declared` by the route's schema: they come with all the others, `Authorization` among them.
+ * The first member of a valid `data` whose string value holds an API key: of the `declared` names if
+ * given, else of all its own.
  */
 function fieldHoldingKey(
-  declared: TSchema | undefined,
+  declared: readonly string[] | undefined,
   data: unknown,
   containsKey: (text: string) => boolean,
 ): string | undefined {
   if (typeof data !== 'object' || data === null) return undefined
   const record = data as Record<string, unknown>
-  const names = (declared as { properties?: object } | undefined)?.properties ?? record
+  if (declared !== undefined) {
+    for (const name of declared) {
+      const value = record[name]
+      if (typeof value === 'string' && containsKey(value)) return name
+    }
+    return undefined
+  }
   // A loop rather than Object.keys().find(): it runs on every validated part of every request.
-  for (const name in names) {
-    if (!Object.hasOwn(names, name)) continue
+  for (const name in record) {
+    if (!Object.hasOwn(record, name)) continue
     const value = record[name]
     if (typeof value === 'string' && containsKey(value)) return name
   }

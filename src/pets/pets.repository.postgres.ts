@@ -37,16 +37,22 @@ const INSERT_PET =
   'WITH settle AS (INSERT INTO pet_ids_settled SELECT WHERE false) ' +
   'INSERT INTO pets (name, category_id, status, created_at) VALUES ($1, $2, $3, $4) RETURNING id'
 
-/** Inserts a pet through `db` (the pool, or a client inside a transaction). */
-export async function insertPostgresPet(db: pg.Pool | pg.PoolClient, pet: NewPet, createdAt: number): Promise<Pet> {
-  const { rows } = await db.query<{ id: string }>({
-    name: 'pets-insert',
-    text: INSERT_PET,
-    values: [pet.name, pet.categoryId.toString(), pet.status ?? null, createdAt],
-  })
+/** The pet `insert` made, from its RETURNING row. */
+function inserted(pet: NewPet, { rows }: pg.QueryResult<{ id: string }>): Pet {
   const id = rows[0]?.id
   if (id === undefined) throw new Error('INSERT … RETURNING id returned no row')
   return { ...pet, id: BigInt(id) }
+}
+
+/** Inserts a pet through `db` (the pool, or a client inside a transaction). Not async: one promise, the driver's. */
+export function insertPostgresPet(db: pg.Pool | pg.PoolClient, pet: NewPet, createdAt: number): Promise<Pet> {
+  return db
+    .query<{ id: string }>({
+      name: 'pets-insert',
+      text: INSERT_PET,
+      values: [pet.name, pet.categoryId.toString(), pet.status ?? null, createdAt],
+    })
+    .then((result) => inserted(pet, result))
 }
 
 export function createPostgresPetsRepository(pool: pg.Pool): PetsRepository {

@@ -8,7 +8,7 @@ import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
 import { IDEMPOTENCY_KEY } from '../http/header-names.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
 import { LIMIT_DEFAULT, PetStatusSchema, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
-import type { Pet, PetsRepository } from './pets.repository.js'
+import type { NewPet, Pet, PetsRepository } from './pets.repository.js'
 import { type PetsService, createPetFingerprint } from './pets.service.js'
 
 export const PETS_PATH = '/v1/pets'
@@ -76,18 +76,14 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     return sendWhenRead(reply, answer)
   })
 
-  app.post(PETS_PATH, { schema: createPetSchema, onRequest: [authenticate, requireScope('pets:write')] }, async (request, reply) => {
-    const key = request.headers[IDEMPOTENCY_KEY]
-    if (key === undefined) {
-      const pet = await pets.create(request.body)
-      return reply.code(201).header('location', petUrl(pet)).send(pet)
-    }
+  const sendCreated = (reply: FastifyReply, pet: Pet) => reply.code(201).header('location', petUrl(pet)).send(pet)
+  // The create of a request with an `Idempotency-Key`, answered once only.
+  const createOnce = async (pet: NewPet, reply: FastifyReply, key: string) => {
     // The client's, not the key's: a retry sent with the key's rotated successor is the same request.
-    const scope = request.apiKey?.lineage
+    const scope = reply.request.apiKey?.lineage
     const serialize = reply.getSerializationFunction('201')
     if (scope === undefined || serialize === undefined) throw new Error('createPet: no API key or no 201 serializer')
     // The body is serialised once, as the 201 schema says, and stored: a replay sends the same bytes.
-    const pet = request.body
     const { response, replayed } = await idempotency.once({ scope, key, fingerprint: createPetFingerprint(pet) }, (claim) =>
       pets.createOnce(pet, claim, (created) => ({ status: 201, location: petUrl(created), body: serialize({ ...created }) })),
     )
@@ -97,6 +93,13 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
       .header('location', response.location)
       .type('application/json; charset=utf-8')
       .send(response.body)
+  }
+
+  // Not an async function: a create without a key is one promise, the repository's.
+  app.post(PETS_PATH, { schema: createPetSchema, onRequest: [authenticate, requireScope('pets:write')] }, (request, reply) => {
+    const key = request.headers[IDEMPOTENCY_KEY]
+    if (key === undefined) return pets.create(request.body).then((pet) => sendCreated(reply, pet))
+    return createOnce(request.body, reply, key)
   })
 
   app.get(
