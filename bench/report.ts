@@ -84,7 +84,7 @@ const COMPANION_IDS = Object.keys(COMPANIONS) as CompanionId[]
 
 type RatioKey = `${CompanionId}Ratio`
 /** Where a companion's ratio is kept in rounds and medians: `postgresJsRatio`. */
-export const ratioKey = (id: CompanionId): RatioKey => `${id}Ratio`
+const ratioKey = (id: CompanionId): RatioKey => `${id}Ratio`
 
 /**
  * Per server, as in the rounds. The service is judged against the floor (Fastify with the mandated
@@ -115,7 +115,7 @@ interface Ratios {
 }
 
 /** How a ratio spread over the rounds: its quartiles (the median is in `median`) and its extremes. */
-export interface Spread {
+interface Spread {
   q1: number
   q3: number
   min: number

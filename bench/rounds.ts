@@ -121,7 +121,7 @@ async function runLoad(tool: LoadTool, options: LoadOptions, ids: readonly strin
  * right after every other server equally often, so that neither a place in the round nor what the server
  * before left behind (its log still being written, dirty pages, a busier core) favours one server.
  */
-export function roundOrder(servers: number, index: number): number[] {
+function roundOrder(servers: number, index: number): number[] {
   const n = servers
   const row = index % (n % 2 === 0 ? n : 2 * n)
   // The first row is 0, 1, n-1, 2, n-2, …; row r adds r to each (mod n); for odd n the second n rows
