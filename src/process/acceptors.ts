@@ -9,11 +9,11 @@ export interface Acceptors {
  * Listening sockets on the API port beside the server's own, each handing what it accepts to the
  * server as if the server had accepted it.
  *
- * Node accepts one connection per listening socket and turn of its event loop (libuv since 1.45,
- * libuv/libuv#3696), and under load a turn takes tens of milliseconds: a burst of thousands of new
- * connections would wait in the kernel's queue for minutes. The sockets share the port through
- * SO_REUSEPORT, the kernel spreading new connections among them, so the process accepts `count + 1`
- * connections per turn.
+ * Node accepts one connection per listening socket and batch of events its loop handles (libuv since
+ * 1.45, libuv/libuv#3696), and under load a batch is long: a burst of thousands of new connections
+ * would wait in the kernel's queue longer than any client does (ADR 21). The sockets share the port
+ * through SO_REUSEPORT, the kernel spreading new connections among them, so the process accepts
+ * `count + 1` connections per batch.
  */
 export async function openAcceptors(server: net.Server, options: { host: string; port: number; backlog: number; count: number }): Promise<Acceptors> {
   const acceptors: net.Server[] = []

@@ -2,6 +2,7 @@ import pg from 'pg'
 import type { PostgresDatabase } from '../database.js'
 import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
 import { isUnavailable, lostPreparedStatement } from './errors.js'
+import { inTransaction } from './transaction.js'
 
 /** The names in Kysely's `schema_migrations`, none before the first migration made it. */
 async function recordedMigrations(pool: pg.Pool): Promise<string[]> {
@@ -113,23 +114,9 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, warn =
       // One transaction on one connection for the whole run, behind a transaction advisory lock
       // (which a pooler in transaction mode keeps), so that instances starting at once apply each
       // migration exactly once, and all of them or none.
-      const client = await pool.connect()
-      let failure: Error | undefined
-      try {
-        await client.query('BEGIN')
-        await client.query("SELECT pg_advisory_xact_lock(hashtext('petstore migrations'))")
-        const applied = await runMigrations(new Kysely<unknown>({ dialect: new MigrationDialect(client) }), postgresMigrations)
-        await client.query('COMMIT')
-        return applied
-      } catch (error) {
-        await client.query('ROLLBACK').catch((rollback: unknown) => {
-          failure = rollback as Error
-        })
-        throw error
-      } finally {
-        // A connection whose ROLLBACK failed may still be in the transaction: the pool drops it.
-        client.release(failure)
-      }
+      return inTransaction(pool, "BEGIN; SELECT pg_advisory_xact_lock(hashtext('petstore migrations'))", (client) =>
+        runMigrations(new Kysely<unknown>({ dialect: new MigrationDialect(client) }), postgresMigrations),
+      )
     },
     isUnavailable,
     async ping() {
