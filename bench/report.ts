@@ -25,9 +25,47 @@ function quantile(values: readonly number[], q: number): number {
 
 const median = (values: readonly number[]) => quantile(values, 0.5)
 
+/**
+ * A 95 % confidence interval for the median of what the values sample, free of any assumption about their
+ * distribution: the k-th smallest and k-th largest value, k the largest for which fewer than k of n fair
+ * coin tosses land heads with probability ≤ 2.5 % (each round falls below the true median with
+ * probability ½). Undefined below 6 values, where no such k exists.
+ */
+export function medianInterval(values: readonly number[]): { low: number; high: number } | undefined {
+  const sorted = values.filter((value) => !Number.isNaN(value)).sort((a, b) => a - b)
+  const n = sorted.length
+  // P(Binomial(n, ½) ≤ j), summed term by term.
+  let term = 0.5 ** n
+  let below = term
+  let k = 0
+  for (let j = 0; below <= 0.025 && j < n; j++) {
+    k = j + 1
+    term = (term * (n - j)) / (j + 1)
+    below += term
+  }
+  const low = sorted[k - 1]
+  const high = sorted[n - k]
+  return k === 0 || low === undefined || high === undefined ? undefined : { low, high }
+}
+
+/**
+ * Whether the rounds decide `value ≥ target` (`atLeast`) or `value ≤ target`: settled once the median's 95 %
+ * interval lies wholly on one side, so that another run would almost surely give the same verdict.
+ */
+function settled(values: readonly number[], target: number): boolean {
+  const interval = medianInterval(values)
+  return interval !== undefined && (interval.low > target || interval.high < target)
+}
+
+/** Whether a scenario's rounds settle both judged ratios: a run adds rounds until they do (rounds.ts). */
+export function roundsSettle(rounds: readonly Ratios[], targetFloorRatio: number): boolean {
+  return settled(rounds.map((r) => r.serviceFloorRatio), targetFloorRatio) && settled(rounds.map((r) => r.serviceFloorP99Ratio), P99_FACTOR)
+}
+
 export const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 export const count = (n: number) => Math.round(n).toLocaleString('en-US')
-const verdict = (pass: boolean) => (pass ? 'PASS' : 'MISS')
+/** PASS or MISS by the median; `?` when the median's 95 % interval reaches the target, so that noise could turn it. */
+const verdict = (pass: boolean, sure = true) => (pass ? 'PASS' : 'MISS') + (sure ? '' : '?')
 const percent = (share: number) => `${Math.round(share * 100)} %`
 
 export type EngineName = 'sqlite' | 'postgres'
@@ -114,12 +152,17 @@ interface Ratios {
   serviceFloorCpuRatio: number
 }
 
-/** How a ratio spread over the rounds: its quartiles (the median is in `median`) and its extremes. */
+/**
+ * How a ratio spread over the rounds: its quartiles (the median is in `median`), its extremes, and the 95 %
+ * confidence interval of its median (medianInterval).
+ */
 interface Spread {
   q1: number
   q3: number
   min: number
   max: number
+  medianLow?: number
+  medianHigh?: number
 }
 
 const RATIO_KEYS = [
@@ -167,6 +210,8 @@ export interface ScenarioReport {
   rssAfterMb: PerServer<number>
   /** Each against the floor: the median service ÷ floor, the median p99 ratio, the service's peak RSS. */
   pass: { throughput: boolean; p99: boolean; peakRss: boolean }
+  /** Whether the median's 95 % interval lies wholly on the side of the target that `pass` says. */
+  sure: { throughput: boolean; p99: boolean }
 }
 
 /** The ratios of a round: the servers were measured seconds apart. */
@@ -209,7 +254,15 @@ export function summarise(
   for (const key of [...RATIO_KEYS, ...COMPANION_IDS.map(ratioKey)]) {
     const values = rounds.flatMap((r) => r[key] ?? [])
     if (values.length > 0) {
-      spread[key] = { q1: round(quantile(values, 0.25), 3), q3: round(quantile(values, 0.75), 3), min: Math.min(...values), max: Math.max(...values) }
+      const interval = medianInterval(values)
+      spread[key] = {
+        q1: round(quantile(values, 0.25), 3),
+        q3: round(quantile(values, 0.75), 3),
+        min: Math.min(...values),
+        max: Math.max(...values),
+        medianLow: interval?.low,
+        medianHigh: interval?.high,
+      }
     }
   }
   const targetFloorRatio = scenario.targetFloorRatio[engine]
@@ -248,6 +301,10 @@ export function summarise(
       p99: medians.serviceFloorP99Ratio <= P99_FACTOR,
       peakRss: peakRssMb.service <= peakRssMb.floor,
     },
+    sure: {
+      throughput: settled(rounds.map((r) => r.serviceFloorRatio), targetFloorRatio),
+      p99: settled(rounds.map((r) => r.serviceFloorP99Ratio), P99_FACTOR),
+    },
   }
 }
 
@@ -266,20 +323,26 @@ function medianAndIqr(report: ScenarioReport, key: keyof Ratios | RatioKey): [st
   return [report.median[key]?.toFixed(2) ?? '?', spread === undefined ? '?' : `${spread.q1.toFixed(2)}-${spread.q3.toFixed(2)}`]
 }
 
-/** `label 0.62 (IQR 0.60-0.64, 12 rounds)`. */
-function ratioText(report: ScenarioReport, label: string, key: keyof Ratios | RatioKey): string {
-  const [median, iqr] = medianAndIqr(report, key)
-  return `${label} ${median} (IQR ${iqr}, ${report.rounds.length} rounds)`
+/** The 95 % interval of a ratio's median: `0.58-0.66`. */
+function interval(report: ScenarioReport, key: keyof Ratios | RatioKey): string {
+  const { medianLow, medianHigh } = report.spread[key] ?? {}
+  return medianLow === undefined || medianHigh === undefined ? '?' : `${medianLow.toFixed(2)}-${medianHigh.toFixed(2)}`
 }
 
-/** `0.62 (0.60-0.64)`, for the summary. */
-function ratioCell(report: ScenarioReport, key: keyof Ratios | RatioKey): string {
+/** `label 0.62 (IQR 0.60-0.64, 12 rounds)`; a judged ratio adds its median's interval: `(median 0.58-0.66 at 95 %, IQR …)`. */
+function ratioText(report: ScenarioReport, label: string, key: keyof Ratios | RatioKey, judged = false): string {
   const [median, iqr] = medianAndIqr(report, key)
-  return `${median} (${iqr})`
+  return `${label} ${median} (${judged ? `median ${interval(report, key)} at 95 %, ` : ''}IQR ${iqr}, ${report.rounds.length} rounds)`
+}
+
+/** `0.62 (0.60-0.64)` for the summary: the interquartile range, or a judged ratio's median interval. */
+function ratioCell(report: ScenarioReport, key: keyof Ratios | RatioKey, judged = false): string {
+  const [median, iqr] = medianAndIqr(report, key)
+  return `${median} (${judged ? interval(report, key) : iqr})`
 }
 
 export function printScenario(report: ScenarioReport): void {
-  const { median: m, peakRssMb, pass } = report
+  const { median: m, peakRssMb, pass, sure } = report
   const row = (name: string, side: Side | undefined, rss: number | undefined) =>
     side === undefined
       ? []
@@ -297,8 +360,8 @@ export function printScenario(report: ScenarioReport): void {
         ...row('floor', m.floor, peakRssMb.floor),
         ...companions.flatMap((id) => row(COMPANIONS[id].row, m[id], peakRssMb[id])),
       ]).replace(/^/gm, '  '),
-      `  ${ratioText(report, 'service ÷ floor', 'serviceFloorRatio')}   target ${target(report)}   ${verdict(pass.throughput)}`,
-      `  ${ratioText(report, 'service p99 ÷ floor p99', 'serviceFloorP99Ratio')}   target ≤ ${P99_FACTOR}   ${verdict(pass.p99)}`,
+      `  ${ratioText(report, 'service ÷ floor', 'serviceFloorRatio', true)}   target ${target(report)}   ${verdict(pass.throughput, sure.throughput)}`,
+      `  ${ratioText(report, 'service p99 ÷ floor p99', 'serviceFloorP99Ratio', true)}   target ≤ ${P99_FACTOR}   ${verdict(pass.p99, sure.p99)}`,
       `  service peak RSS ${peakRssMb.service.toFixed(1)} MB   target ≤ floor's ${peakRssMb.floor.toFixed(1)} MB   ${verdict(pass.peakRss)}`,
       `  ${ratioText(report, 'service CPU per request ÷ floor CPU per request', 'serviceFloorCpuRatio')}`,
       `  ${ratioText(report, 'service ÷ baseline', 'serviceBaselineRatio')}`,
@@ -312,7 +375,8 @@ export function printScenario(report: ScenarioReport): void {
 function printSummary(reports: ScenarioReport[]): void {
   const companions = COMPANION_IDS.filter((id) => reports.some((r) => r.median[id] !== undefined))
   console.log(
-    '\nSummary (medians over rounds, the interquartile range of the rounds in brackets; judged against the floor of the same round: service req/s ÷ floor req/s, ' +
+    '\nSummary (medians over rounds; in brackets the 95 % interval of a judged median, else the interquartile range of the rounds; ' +
+      'MISS? or PASS?: that interval reaches the target; judged against the floor of the same round: service req/s ÷ floor req/s, ' +
       `service p99 ≤ ${P99_FACTOR} × floor p99, service peak RSS ≤ floor peak RSS; ` +
       "floor: Fastify with pino, prom-client and @fastify/rate-limit on the baseline's store" +
       (companions.includes('postgresJs') ? '; the baseline is node-postgres, pjs the postgres.js baseline' : '') +
@@ -325,12 +389,12 @@ function printSummary(reports: ScenarioReport[]): void {
           'scenario',
           'svc req/s',
           'floor req/s',
-          'svc ÷ floor (IQR)',
+          'svc ÷ floor (95 %)',
           'target',
           '',
           'p99 ms svc',
           'p99 ms floor',
-          'p99 svc ÷ floor (IQR)',
+          'p99 svc ÷ floor (95 %)',
           `≤ ${P99_FACTOR}×`,
           'RSS MB svc',
           'RSS MB floor',
@@ -354,13 +418,13 @@ function printSummary(reports: ScenarioReport[]): void {
           r.label,
           count(r.median.service.requestsPerSecond),
           count(r.median.floor.requestsPerSecond),
-          ratioCell(r, 'serviceFloorRatio'),
+          ratioCell(r, 'serviceFloorRatio', true),
           target(r),
-          verdict(r.pass.throughput),
+          verdict(r.pass.throughput, r.sure.throughput),
           String(r.median.service.p99Ms),
           String(r.median.floor.p99Ms),
-          ratioCell(r, 'serviceFloorP99Ratio'),
-          verdict(r.pass.p99),
+          ratioCell(r, 'serviceFloorP99Ratio', true),
+          verdict(r.pass.p99, r.sure.p99),
           r.peakRssMb.service.toFixed(1),
           r.peakRssMb.floor.toFixed(1),
           verdict(r.pass.peakRss),
@@ -434,8 +498,11 @@ export function writeReport(
     servicePeakRssAtMost: 'floor',
   }
   const file = resultFile(startedAt, `-${run.engine}${run.mode === 'quick' ? '-quick' : ''}`)
-  fs.writeFileSync(file, JSON.stringify({ ...run.header, targets, peakRssMb: peakRss, allTargetsMet: allPass, scenarios: reports }, null, 2) + '\n')
-  console.log(`\n${allPass ? 'ALL TARGETS MET' : 'TARGETS MISSED: see MISS above'}`)
+  const unsure = reports.filter((r) => !r.sure.throughput || !r.sure.p99).length
+  const verdictsSure = unsure === 0
+  fs.writeFileSync(file, JSON.stringify({ ...run.header, targets, peakRssMb: peakRss, allTargetsMet: allPass, verdictsSure, scenarios: reports }, null, 2) + '\n')
+  const noise = verdictsSure ? '' : `; ${unsure} of ${reports.length} scenarios within the noise of a target (PASS? or MISS?)`
+  console.log(`\n${allPass ? 'ALL TARGETS MET' : 'TARGETS MISSED: see MISS above'}${noise}`)
   console.log(`Results: ${path.relative(process.cwd(), file)}`)
   return allPass
 }

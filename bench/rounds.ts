@@ -7,7 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { type NodeProcess, ROOT, describeExit, round } from '../scripts/petstore-process.js'
 import type { LoadOptions, LoadResult, LoadTool } from './load.js'
-import { type CompanionId, type PerServer, type Round, type ScenarioReport, roundRatios } from './report.js'
+import { type CompanionId, type EngineName, type PerServer, type Round, type ScenarioReport, roundRatios, roundsSettle } from './report.js'
 import { CONNECTIONS, type Scenario, petBody } from './scenarios.js'
 import { parseWrk, wrkArgs, wrkScript } from './wrk.js'
 
@@ -168,13 +168,15 @@ export interface Servers {
 /**
  * One scenario on every server: a warm-up on each (discarded), then `rounds` rounds in which baseline,
  * service, floor and each companion run once, in the order roundOrder gives, each a fresh load
- * generator; the ratios of a round compare runs seconds apart.
+ * generator; the ratios of a round compare runs seconds apart. Then more rounds, a whole cycle of the
+ * order at a time, up to `maxRounds`, while the medians judged are not settled: while the 95 % interval
+ * of either still reaches its target (roundsSettle), so that another run would not turn the verdict.
  */
 export async function measureScenario(
   scenario: Scenario,
   servers: Servers,
-  mode: { rounds: number; roundS: number; warmupS: number },
-  run: { key: string; idsFile: string; tool: LoadTool; signal: AbortSignal },
+  mode: { rounds: number; maxRounds: number; roundS: number; warmupS: number },
+  run: { engine: EngineName; key: string; idsFile: string; tool: LoadTool; signal: AbortSignal },
 ): Promise<Pick<ScenarioReport, 'warmup' | 'rounds'>> {
   const ids = JSON.parse(fs.readFileSync(run.idsFile, 'utf8')) as string[]
   if (ids.length === 0) throw new Error('no pet ids')
@@ -204,11 +206,17 @@ export async function measureScenario(
     ['floor', servers.floor],
     ...(Object.entries(servers.companions) as [CompanionId, Server][]),
   ]
-  process.stdout.write(`bench: ${scenario.label}: warm-up ${mode.warmupS} s each, then ${mode.rounds} rounds of ${mode.roundS} s; svc ÷ floor:`)
+  process.stdout.write(
+    `bench: ${scenario.label}: warm-up ${mode.warmupS} s each, then ${mode.rounds} rounds of ${mode.roundS} s ` +
+      `(up to ${mode.maxRounds} until settled); svc ÷ floor:`,
+  )
   const warmup: Partial<PerServer<LoadResult>> = {}
   for (const [id, server] of entries) warmup[id] = await measure(server, mode.warmupS)
   const rounds: Round[] = []
-  for (let index = 0; index < mode.rounds; index++) {
+  const cycle = entries.length % 2 === 0 ? entries.length : 2 * entries.length
+  const settled = () => roundsSettle(rounds, scenario.targetFloorRatio[run.engine])
+  const more = (index: number) => index < mode.rounds || (index < mode.maxRounds && (index % cycle !== 0 || !settled()))
+  for (let index = 0; more(index); index++) {
     const cpuBefore = cpuInUse()
     const startedAt = performance.now()
     const results: Partial<PerServer<LoadResult>> = {}

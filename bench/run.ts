@@ -40,27 +40,29 @@ const KILL_AFTER_MS = 5_000
 
 interface Mode {
   name: 'full' | 'quick'
+  /** Rounds every scenario runs. */
   rounds: number
+  /** Rounds a scenario may run, in whole cycles of the order, until its judged medians are settled (rounds.ts). */
+  maxRounds: number
   roundS: number
   warmupS: number
-  /** Everything is killed and the run fails when it lasts longer than this. */
-  hardLimitS: number
 }
 
 const MODES = {
   // Many short rounds rather than a few long ones: a shared machine's load comes and goes within seconds,
   // and each round compares servers measured a second or two apart, in an order that changes (roundOrder
   // in rounds.ts). 12 rounds are two cycles of the order with three servers, three with four. wrk takes
-  // whole seconds. Load: scenarios × servers × (warm-up + rounds × round): SQLite quick 4 × 3 × (2 + 12) s
-  // = 2.8 minutes, full 4 × 3 × (2 + 24) s = 5.2; PostgreSQL quick 4 × 4 × 14 s = 3.7, full 4 × 4 × 18 s =
-  // 4.8. Set-up (seeding, the baselines, PostgreSQL's start) adds 0.5 to 2 minutes.
+  // whole seconds. A round's service ÷ floor varies by about 0.1-0.15 from round to round even on a
+  // quiet VM, so a scenario whose median is near a target runs on, up to maxRounds, until the median's
+  // 95 % interval clears it (bench/README.md). Load: scenarios × servers × (warm-up + rounds × round),
+  // SQLite quick 4 × 3 × (2 + 12..36) s = 2.8-7.6 minutes; set-up adds 0.5 to 2 minutes.
   sqlite: {
-    full: { name: 'full', rounds: 24, roundS: 1, warmupS: 2, hardLimitS: 480 },
-    quick: { name: 'quick', rounds: 12, roundS: 1, warmupS: 2, hardLimitS: 360 },
+    full: { name: 'full', rounds: 24, maxRounds: 48, roundS: 1, warmupS: 2 },
+    quick: { name: 'quick', rounds: 12, maxRounds: 36, roundS: 1, warmupS: 2 },
   },
   postgres: {
-    full: { name: 'full', rounds: 16, roundS: 1, warmupS: 2, hardLimitS: 480 },
-    quick: { name: 'quick', rounds: 12, roundS: 1, warmupS: 2, hardLimitS: 420 },
+    full: { name: 'full', rounds: 16, maxRounds: 48, roundS: 1, warmupS: 2 },
+    quick: { name: 'quick', rounds: 12, maxRounds: 36, roundS: 1, warmupS: 2 },
   },
 } as const satisfies Record<EngineName, Record<string, Mode>>
 
@@ -75,8 +77,8 @@ bench/results/<timestamp>-<engine>[-quick].json (ignored by git). Memory over mi
               node-postgres (the reference) and postgres.js.
   --pooler    With --engine postgres: the service also with DATABASE_PREPARED_STATEMENTS=false, straight to the
               server and through a PgBouncer in transaction mode, each reported ÷ the service (named statements)
-  --quick     ${MODES.sqlite.quick.rounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario (SQLite 3.5-6 minutes in all, PostgreSQL
-              4.5-7) instead of ${MODES.sqlite.full.rounds} (SQLite, 6-8 minutes) or ${MODES.postgres.full.rounds} (PostgreSQL, 6-8)
+  --quick     ${MODES.sqlite.quick.rounds} to ${MODES.sqlite.quick.maxRounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario instead of ${MODES.sqlite.full.rounds} to ${MODES.sqlite.full.maxRounds} (SQLite)
+              or ${MODES.postgres.full.rounds} to ${MODES.postgres.full.maxRounds} (PostgreSQL): more while a judged median is within the noise of its target
   --no-build  Use dist/ as it is instead of compiling src/ first
   --autocannon  Drive the servers with autocannon even when wrk is installed (wrk is used when it is on PATH)
 Exit code: 0 every target met, 1 a target missed, 2 usage, 3 the benchmark itself failed.`
@@ -191,7 +193,7 @@ async function benchmark(
   }
   const reports: ScenarioReport[] = []
   for (const scenario of SCENARIOS) {
-    const { warmup, rounds } = await measureScenario(scenario, servers, mode, { key: setup.key, idsFile: setup.idsFile, tool: setup.tool, signal })
+    const { warmup, rounds } = await measureScenario(scenario, servers, mode, { engine, key: setup.key, idsFile: setup.idsFile, tool: setup.tool, signal })
     const memory = (field: 'VmHWM' | 'VmRSS') => {
       const mb: PerServer<number> = {
         service: megabytes(procStatusKb(setup.service.pid, field)),
@@ -259,8 +261,10 @@ async function main(): Promise<number> {
   let pooler: Pooler | undefined
   const defaultServers = 3 + Object.keys(REFERENCES[engineName].companions).length
   const servers = defaultServers + (withPooler ? 2 : 0)
-  // The bound grows with the servers measured: the load does, and so do the load-generator start-ups.
-  const hardLimitS = Math.ceil((mode.hardLimitS * servers) / defaultServers)
+  // The bound follows the most load the run may take (every scenario to maxRounds), with room for the
+  // load generators' start-ups (about a fifth of a round here) and the set-up.
+  const loadS = (rounds: number) => SCENARIOS.length * servers * (mode.warmupS + rounds * mode.roundS)
+  const hardLimitS = Math.ceil(loadS(mode.maxRounds) * 1.5 + 180)
   const { stop, interrupted } = guardRun({
     name: 'bench',
     hardCleanup: () => {
@@ -275,8 +279,10 @@ async function main(): Promise<number> {
     timeLimitMessage: `still running after ${hardLimitS} s; killing everything and giving up.`,
   })
 
-  const loadS = SCENARIOS.length * (servers * mode.warmupS + servers * mode.rounds * mode.roundS)
-  console.log(`bench: ${mode.name} run on ${engineName}; about ${Math.ceil(loadS / 60)} min of load plus set-up; bounded at ${hardLimitS} s`)
+  console.log(
+    `bench: ${mode.name} run on ${engineName}; ${Math.ceil(loadS(mode.rounds) / 60)}-${Math.ceil(loadS(mode.maxRounds) / 60)} min of load ` +
+      `plus set-up; bounded at ${hardLimitS} s`,
+  )
   let setup: Setup | undefined
   try {
     if (buildFirst) await build()
@@ -309,6 +315,7 @@ async function main(): Promise<number> {
         loadGenerator: tool,
         connections: CONNECTIONS,
         rounds: mode.rounds,
+        maxRounds: mode.maxRounds,
         roundS: mode.roundS,
         warmupS: mode.warmupS,
         order: 'per round a row of a Williams design: every server in every place, and right after every other, equally often',
