@@ -58,7 +58,7 @@ function settled(values: readonly number[], target: number): boolean {
 }
 
 /** Whether a scenario's rounds settle both judged ratios: a run adds rounds until they do (rounds.ts). */
-export function roundsSettle(rounds: readonly Ratios[], targetFloorRatio: number): boolean {
+export function roundsSettle(rounds: readonly Pick<Ratios, 'serviceFloorRatio' | 'serviceFloorP99Ratio'>[], targetFloorRatio: number): boolean {
   return settled(rounds.map((r) => r.serviceFloorRatio), targetFloorRatio) && settled(rounds.map((r) => r.serviceFloorP99Ratio), P99_FACTOR)
 }
 
