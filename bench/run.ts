@@ -83,6 +83,11 @@ bench/results/<timestamp>-<engine>[-quick].json (ignored by git). Memory over mi
   --autocannon  Drive the servers with autocannon even when wrk is installed (wrk is used when it is on PATH)
 Exit code: 0 every target met, 1 a target missed, 2 usage, 3 the benchmark itself failed.`
 
+/** Sets a process's peak RSS (VmHWM) back to its RSS now (Linux 4.0 and later). */
+function resetPeakRss(pid: number): void {
+  fs.writeFileSync(`/proc/${pid}/clear_refs`, '5')
+}
+
 /** True when an executable of this name is on PATH. */
 function onPath(command: string): boolean {
   return (process.env.PATH ?? '').split(path.delimiter).some((dir) => {
@@ -191,6 +196,9 @@ async function benchmark(
     floor: { name: 'floor', url: floor.url, process: floor.process },
     companions: Object.fromEntries(companions.map(([id, server]) => [id, { name: COMPANIONS[id].name, url: server.url, process: server.process }])),
   }
+  // The peaks judged are the measured traffic's: the service's seeding (10,000 creates) and the others'
+  // start-up are not part of it.
+  for (const server of [servers.baseline, servers.service, servers.floor, ...Object.values(servers.companions)]) resetPeakRss(server.process.pid)
   const reports: ScenarioReport[] = []
   for (const scenario of SCENARIOS) {
     const { warmup, rounds } = await measureScenario(scenario, servers, mode, { engine, key: setup.key, idsFile: setup.idsFile, tool: setup.tool, signal })
@@ -259,8 +267,7 @@ async function main(): Promise<number> {
   const started = new Set<NodeProcess>()
   let postgres: EmbeddedServer | undefined
   let pooler: Pooler | undefined
-  const defaultServers = 3 + Object.keys(REFERENCES[engineName].companions).length
-  const servers = defaultServers + (withPooler ? 2 : 0)
+  const servers = 3 + Object.keys(REFERENCES[engineName].companions).length + (withPooler ? 2 : 0)
   // The bound follows the most load the run may take (every scenario to maxRounds), with room for the
   // load generators' start-ups (about a fifth of a round here) and the set-up.
   const loadS = (rounds: number) => SCENARIOS.length * servers * (mode.warmupS + rounds * mode.roundS)
