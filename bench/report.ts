@@ -49,8 +49,8 @@ export function medianInterval(values: readonly number[]): { low: number; high: 
 }
 
 /**
- * Whether the rounds decide `value ≥ target` (`atLeast`) or `value ≤ target`: settled once the median's 95 %
- * interval lies wholly on one side, so that another run would almost surely give the same verdict.
+ * Whether the rounds decide on which side of `target` the median lies: its 95 % interval lies wholly on one
+ * side, so that more rounds would not turn the verdict (another run still may: bench/README.md).
  */
 function settled(values: readonly number[], target: number): boolean {
   const interval = medianInterval(values)

@@ -170,7 +170,7 @@ export interface Servers {
  * service, floor and each companion run once, in the order roundOrder gives, each a fresh load
  * generator; the ratios of a round compare runs seconds apart. Then more rounds, a whole cycle of the
  * order at a time, up to `maxRounds`, while the medians judged are not settled: while the 95 % interval
- * of either still reaches its target (roundsSettle), so that another run would not turn the verdict.
+ * of either still reaches its target (roundsSettle), so that more rounds would not turn the verdict.
  */
 export async function measureScenario(
   scenario: Scenario,
