@@ -57,9 +57,20 @@ function settled(values: readonly number[], target: number): boolean {
   return interval !== undefined && (interval.low > target || interval.high < target)
 }
 
+type JudgedRatios = Pick<Ratios, 'serviceFloorRatio' | 'serviceFloorP99Ratio'>
+
+/** Per judged ratio, whether the rounds settle its verdict (ScenarioReport's `sure`). */
+function settledVerdicts(rounds: readonly JudgedRatios[], targetFloorRatio: number): { throughput: boolean; p99: boolean } {
+  return {
+    throughput: settled(rounds.map((r) => r.serviceFloorRatio), targetFloorRatio),
+    p99: settled(rounds.map((r) => r.serviceFloorP99Ratio), P99_FACTOR),
+  }
+}
+
 /** Whether a scenario's rounds settle both judged ratios: a run adds rounds until they do (rounds.ts). */
-export function roundsSettle(rounds: readonly Pick<Ratios, 'serviceFloorRatio' | 'serviceFloorP99Ratio'>[], targetFloorRatio: number): boolean {
-  return settled(rounds.map((r) => r.serviceFloorRatio), targetFloorRatio) && settled(rounds.map((r) => r.serviceFloorP99Ratio), P99_FACTOR)
+export function roundsSettle(rounds: readonly JudgedRatios[], targetFloorRatio: number): boolean {
+  const { throughput, p99 } = settledVerdicts(rounds, targetFloorRatio)
+  return throughput && p99
 }
 
 export const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
@@ -301,10 +312,7 @@ export function summarise(
       p99: medians.serviceFloorP99Ratio <= P99_FACTOR,
       peakRss: peakRssMb.service <= peakRssMb.floor,
     },
-    sure: {
-      throughput: settled(rounds.map((r) => r.serviceFloorRatio), targetFloorRatio),
-      p99: settled(rounds.map((r) => r.serviceFloorP99Ratio), P99_FACTOR),
-    },
+    sure: settledVerdicts(rounds, targetFloorRatio),
   }
 }
 
