@@ -62,12 +62,14 @@ const PROCESS_TESTS = [
   'storage/sqlite-file-process.test.ts',
   'tracing/tracing.test.ts',
   'process/workers.test.ts',
+  'upgrade/rolling-upgrade.test.ts',
 ]
 
 /**
  * The suites whose subject is the same on every Node line: the faults of the databases and of the process
  * under load, a burst of connections (every other process test goes through the extra listening sockets
- * too, on every line), nginx in front, the pages in Chromium, the README's examples, the package's contents.
+ * too, on every line), nginx in front, the pages in Chromium, the README's examples, the package's contents,
+ * two releases on one database.
  * `PETSTORE_TEST_ONCE=off` leaves them out, as CI does on Node 24 and 22 (README, Tests).
  */
 const ONCE_TESTS = [
@@ -78,6 +80,7 @@ const ONCE_TESTS = [
   'package.test.ts',
   'process/burst.test.ts',
   'readme.test.ts',
+  'upgrade/rolling-upgrade.test.ts',
 ]
 
 /**
