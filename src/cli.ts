@@ -9,6 +9,7 @@ import { COPY_HELP, copyCommand } from './copy/copy.cli.js'
 import { DEPRECATIONS_HELP, deprecationsCommand } from './deprecations/deprecations.cli.js'
 import { BACKUP_HELP, backupCommand } from './cli/backup.cli.js'
 import { MIGRATE_HELP, migrateCommand } from './cli/migrate.cli.js'
+import { releaseVersion } from './shared/release.js'
 
 /*
  * The command line's dispatcher: which command runs, its --help, and how a failure becomes an exit code.
@@ -19,14 +20,14 @@ import { MIGRATE_HELP, migrateCommand } from './cli/migrate.cli.js'
 export type { CliIo } from './cli/output.js'
 
 /** What `main` ends with: an exit code, or `serving` when a server now keeps the process alive. */
-export type CliOutcome = 0 | 1 | 2 | 'serving'
+export type CliOutcome = 0 | 1 | 2 | 3 | 4 | 'serving'
 
 const HELP = {
   main: `Usage: petstore <command> [options]
 
 Commands:
   serve [--workers N]   Run the HTTP service (migrates the database first)
-  migrate               Apply pending database migrations and exit
+  migrate [--status]    Apply pending database migrations and exit; --status only reports them
   backup <file>         Copy the SQLite database, while it serves, to a new file
   copy --from URL --to URL
                         Copy every pet, key and record into an empty database (SQLite or PostgreSQL)
@@ -36,9 +37,10 @@ Commands:
   keys list             List API keys
   keys revoke <id>      Revoke an API key
   keys rotate <id>      Replace an API key, the old one working for a grace period
+  --version             Print this release's version (semantic versioning) and exit
 
 Configuration comes from environment variables (see README). Run "petstore <command> --help" for more.
-Exit codes: 0 success, 1 failure, 2 usage error.`,
+Exit codes: 0 success, 1 failure, 2 usage error (migrate --status adds 3 and 4: see its --help).`,
   serve: SERVE_HELP,
   migrate: MIGRATE_HELP,
   backup: BACKUP_HELP,
@@ -72,6 +74,11 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
     // Asked for nothing: a mistake like any other usage error, so a script that forgot its command fails.
     if (command === undefined) throw new UsageError('no command given: serve, migrate, backup, copy, openapi, deprecations or keys')
     if (isHelp(command)) return help(io, 'main')
+    if (command === '--version') {
+      if (rest.length > 0) throw new UsageError(`--version takes nothing more, got "${rest.join(' ')}"`)
+      io.stdout(`${releaseVersion()}\n`)
+      return 0
+    }
     if (command === 'help') {
       if (rest.length === 0) return help(io, 'main')
       const topic = topicOf(rest)

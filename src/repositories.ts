@@ -84,6 +84,7 @@ function withRepositories(database: Database, make: Makers): Storage {
   return {
     engine: database.engine,
     migrate: database.migrate.bind(database),
+    migrationState: database.migrationState.bind(database),
     isUnavailable: database.isUnavailable.bind(database),
     ping: database.ping.bind(database),
     close: database.close.bind(database),

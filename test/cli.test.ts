@@ -525,7 +525,7 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       assert.equal(first.code, 0, first.stderr)
       const storage = await openStorage(loadConfig(env).database)
       t.after(() => storage.close())
-      assert.deepEqual(await storage.migrate(), [], 'migrations were left pending')
+      assert.deepEqual((await storage.migrate()).applied, [], 'migrations were left pending')
       assert.equal(fs.existsSync(dbFile), true)
       const second = await runCli(['migrate'], env, dir)
       assert.equal(second.code, 0, second.stderr)

@@ -55,6 +55,7 @@ const PROCESS_TESTS = [
   'storage/backup.test.ts',
   'storage/durability.test.ts',
   'storage/fleet.test.ts',
+  'storage/compatibility.test.ts',
   'storage/migrations.test.ts',
   'storage/multi-instance.test.ts',
   'storage/outage.test.ts',

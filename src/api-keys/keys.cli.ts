@@ -148,8 +148,11 @@ async function createCommand(args: string[], io: CliIo): Promise<0> {
   const scopes = scopesOption(values.scope)
   const expiresInMs = values['expires-in'] === undefined ? undefined : parseDuration(values['expires-in'], { topic: 'keys create' })
   const config = loadConfig(io.env, io.cwd)
-  const { key, secret } = await withStorage(config, humanOutput(io, values.json), (storage) =>
-    keysService(storage, config).create({ name, expiresInMs, scopes }),
+  const { key, secret } = await withStorage(
+    config,
+    humanOutput(io, values.json),
+    (storage) => keysService(storage, config).create({ name, expiresInMs, scopes }),
+    { warnings: io },
   )
   if (values.json === true) {
     io.stdout(JSON.stringify({ ...describeKey(key), key: secret }) + '\n')
@@ -167,7 +170,9 @@ async function createCommand(args: string[], io: CliIo): Promise<0> {
 async function listCommand(args: string[], io: CliIo): Promise<0> {
   const { values } = parse('keys list', args, { json: { type: 'boolean' } })
   const config = loadConfig(io.env, io.cwd)
-  const keys = (await withStorage(config, humanOutput(io, values.json), (storage) => keysService(storage, config).list())).map(describeKey)
+  const keys = (
+    await withStorage(config, humanOutput(io, values.json), (storage) => keysService(storage, config).list(), { warnings: io })
+  ).map(describeKey)
   if (values.json === true) {
     io.stdout(JSON.stringify(keys, null, 2) + '\n')
   } else if (keys.length === 0) {
@@ -219,8 +224,11 @@ async function rotateCommand(args: string[], io: CliIo): Promise<0 | 1> {
   const id = keyIdArgument(positionals[0] ?? '', 'keys rotate')
   const graceMs = parseDuration(values.grace ?? DEFAULT_GRACE, { option: '--grace', topic: 'keys rotate', zero: true })
   const config = loadConfig(io.env, io.cwd)
-  const rotated = await withStorage(config, humanOutput(io, values.json), (storage) =>
-    keysService(storage, config).rotate(id, graceMs),
+  const rotated = await withStorage(
+    config,
+    humanOutput(io, values.json),
+    (storage) => keysService(storage, config).rotate(id, graceMs),
+    { warnings: io },
   )
   if ('refused' in rotated) {
     io.stderr(`petstore: ${rotationRefusal(id, rotated)}\n`)

@@ -3,6 +3,7 @@ import path from 'node:path'
 import type { Config, DatabaseConfig } from '../config.js'
 import { type Storage, openMigratedStorage } from '../repositories.js'
 import { UNPRINTABLE } from '../shared/unprintable.js'
+import type { StorageLog } from '../storage/database.js'
 import type { Tracing } from '../tracing/tracing.js'
 
 // What every command shares beyond its arguments: where it writes, how it prints for people, the database it opens.
@@ -60,22 +61,32 @@ export function humanOutput(io: CliIo, json?: boolean): CliIo | undefined {
 
 /**
  * Opens the database, brings it up to date (creating it if needed), runs `work`, closes it. `output`
- * (see humanOutput) first gets the line naming the database.
+ * (see humanOutput) first gets the line naming the database; `warnings` (`output` unless given: pass the
+ * command's io where --json silences `output`) hears what the operator should know, on stderr.
  */
 export async function withStorage<T>(
   config: Config,
   output: CliIo | undefined,
   work: (storage: Storage, applied: string[]) => Promise<T>,
-  { lead = 'Using', named = 'DATABASE_URL' }: { lead?: string; named?: string } = {},
+  { lead = 'Using', named = 'DATABASE_URL', warnings = output }: { lead?: string; named?: string; warnings?: CliIo } = {},
 ): Promise<T> {
   const { database } = config
   const created = database.engine === 'sqlite' && !fs.existsSync(database.path)
-  const { storage, applied } = await openMigratedStorage(database, named)
+  const log = warnings === undefined ? undefined : cliLog(warnings)
+  const { storage, applied } = await openMigratedStorage(database, named, log)
   output?.stderr(`${describeDatabase(database, output.cwd, created, lead)}\n`)
   try {
     return await work(storage, applied)
   } finally {
     await storage.close()
+  }
+}
+
+/** What the storage has to tell an operator, as the CLI's lines on stderr. */
+function cliLog(io: CliIo): StorageLog {
+  return {
+    warn: (message) => io.stderr(`petstore: warning: ${message}\n`),
+    error: (message) => io.stderr(`petstore: ${message}\n`),
   }
 }
 

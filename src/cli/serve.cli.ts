@@ -2,6 +2,7 @@ import { isWorker, parseWorkers, runPrimary } from '../process/workers.js'
 import { CONFIG_NAMES, type Config, checkHostsResolve, describeVariable, listenFailure, loadConfig } from '../config.js'
 import { clearTextWarning, readCertificatePair } from '../http/tls.js'
 import { createLogger } from '../logger.js'
+import { releaseVersion } from '../shared/release.js'
 import { closeOnSignals, startServer, stopWithNpm, waitForPorts } from '../process/server.js'
 import { type CliIo, table } from './output.js'
 import { UsageError, parse } from './usage.js'
@@ -28,6 +29,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<'serving'
   const config = loadConfig(io.env, io.cwd)
   await checkHostsResolve(config)
   const logger = createLogger(config)
+  if (!isWorker()) logger.info({ version: releaseVersion(), node: process.version }, `petstore ${releaseVersion()} starting`)
   // SIGHUP never ends the service, even before it serves: a certificate is read as the server starts.
   process.on('SIGHUP', () => {})
   // A cluster worker stops when its primary says so (SIGTERM). Ctrl-C in a terminal also sends SIGINT to

@@ -21,8 +21,11 @@ write their counts every 10 seconds and when they stop, so a call shows here wit
 export async function deprecationsCommand(args: string[], io: CliIo): Promise<0> {
   const { values } = parse('deprecations', args, { json: { type: 'boolean' } })
   const config = loadConfig(io.env, io.cwd)
-  const report = await withStorage(config, humanOutput(io, values.json), (storage) =>
-    createDeprecationsService({ deprecations: storage.deprecations, clock: systemClock }).report(operationId, sunset),
+  const report = await withStorage(
+    config,
+    humanOutput(io, values.json),
+    (storage) => createDeprecationsService({ deprecations: storage.deprecations, clock: systemClock }).report(operationId, sunset),
+    { warnings: io },
   )
   const keys = report.callers.map((caller) => ({
     id: caller.keyId,

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { Counter, Gauge, type Metric, Registry, collectDefaultMetrics } from 'prom-client'
+import { releaseVersion } from '../shared/release.js'
 import type { PoolStats } from '../storage/database.js'
 import type { CountOverloaded } from './load-shedding.js'
 import { routeOf } from './route.js'
@@ -102,6 +103,17 @@ export function createMetrics({ processMetrics = true }: { processMetrics?: bool
   const registry = new Registry()
   if (processMetrics) collectDefaultMetrics({ register: registry })
 
+  // The `*_build_info` convention: which release serves, so that a dashboard shows a rolling deploy's
+  // versions side by side, and `--workers` report one series (the same for each), not their count.
+  new Gauge({
+    name: 'petstore_build_info',
+    help: 'Always 1, labelled with the release serving (version) and the Node.js it runs on (node_version).',
+    labelNames: ['version', 'node_version'] as const,
+    aggregator: 'max',
+    registers: [registry],
+  })
+    .labels(releaseVersion(), process.version)
+    .set(1)
   const countRequest = createRequestMetrics(registry)
   const databaseUnavailable = new Counter({
     name: 'petstore_db_unavailable_total',

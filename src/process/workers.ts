@@ -22,7 +22,7 @@ export function parseWorkers(text: string | undefined): number | undefined {
  * The primary serves `GET /metrics`, summed over the workers, which open no metrics listener.
  */
 export async function runPrimary(config: Config, logger: Logger, count: number): Promise<void> {
-  const { storage, applied } = await openMigratedStorage(config.database)
+  const { storage, applied } = await openMigratedStorage(config.database, 'DATABASE_URL', logger)
   await storage.close()
   if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations')
 

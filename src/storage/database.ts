@@ -1,6 +1,7 @@
 import type { Database as SqliteHandle } from 'better-sqlite3'
 import type pg from 'pg'
 import type { DatabaseConfig } from '../config.js'
+import type { MigrationState } from './migrations/compatibility.js'
 
 /** Where an engine tells the operator what to fix while it runs; the service's logger is one. */
 export interface StorageLog {
@@ -30,8 +31,14 @@ export interface PoolStats {
 /** What every engine does, whatever is kept in it. */
 export interface DatabaseOperations {
   readonly engine: DatabaseConfig['engine']
-  /** Applies pending migrations; safe to run again. Returns the names of those it applied. */
-  migrate(): Promise<string[]>
+  /** The database's migrations against those this release knows, read without changing anything. */
+  migrationState(): Promise<MigrationState>
+  /**
+   * Applies pending migrations; safe to run again. Refuses, with an IncompatibleDatabaseError, a database
+   * whose breaking migrations need a release newer than `release` (this one's by default). Returns the
+   * names it applied, and those a newer release applied, which this one runs beside.
+   */
+  migrate(release?: string): Promise<{ applied: string[]; unknown: string[] }>
   /** True for failures of the database itself (busy, full, read-only, gone): the client gets 503. */
   isUnavailable(error: unknown): boolean
   /** Resolves when the database answers a query; rejects with a `StorageFault` when it can name the reason. */

@@ -2,6 +2,8 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { ConfigError, type DatabaseConfig, withoutPassword } from '../config.js'
 import type { Database, StorageLog } from './database.js'
+import { type MigrationState, migrationState, unknownMigrationsWarning } from './migrations/compatibility.js'
+import { MIGRATION_NAMES } from './migrations/names.js'
 
 /**
  * Opens the configured engine. Nothing is migrated until `migrate()`. A SQLite file is created in its
@@ -44,7 +46,7 @@ export function checkSqliteFolder(database: DatabaseConfig, named: string): void
 
 /**
  * Opens the configured engine and applies pending migrations: what every entry point does
- * first. A database that cannot be reached, or refuses the connection, is reported as such, naming
+ * first. `log` hears the one warning of a database that a newer release migrated. A database that cannot be reached, or refuses the connection, is reported as such, naming
  * where its URL came from (`named`, DATABASE_URL unless a command line option gave it).
  */
 export async function openMigratedDatabase(
@@ -54,10 +56,30 @@ export async function openMigratedDatabase(
 ): Promise<{ database: Database; applied: string[] }> {
   const opened = await openDatabase(database, named, log)
   try {
-    return { database: opened, applied: await opened.migrate() }
+    const { applied, unknown } = await opened.migrate()
+    if (unknown.length > 0) log?.warn(unknownMigrationsWarning(unknown))
+    return { database: opened, applied }
   } catch (error) {
     await opened.close().catch(() => {})
     throw namingDatabase(error, database, named, (cause) => opened.isUnavailable(cause))
+  }
+}
+
+/**
+ * The configured database's migrations against this release's, changing nothing: a SQLite file that does
+ * not exist is not created, and has every migration pending. Failures are named as openMigratedDatabase's.
+ */
+export async function readMigrationState(database: DatabaseConfig, named = 'DATABASE_URL'): Promise<MigrationState> {
+  if (database.engine === 'sqlite' && !fs.existsSync(database.path)) {
+    return migrationState({ names: [], marks: [] }, MIGRATION_NAMES.sqlite)
+  }
+  const opened = await openDatabase(database, named)
+  try {
+    return await opened.migrationState()
+  } catch (error) {
+    throw namingDatabase(error, database, named, (cause) => opened.isUnavailable(cause))
+  } finally {
+    await opened.close().catch(() => {})
   }
 }
 

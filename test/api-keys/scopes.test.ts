@@ -1,19 +1,16 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import Sqlite from 'better-sqlite3'
-import { Kysely, type Migration, PostgresDialect, SqliteDialect, sql } from 'kysely'
-import pg from 'pg'
+import { sql } from 'kysely'
 import type { Scope } from '../../src/api-keys/api-keys.scopes.js'
 import { GET_PET_SUNSET } from '../../src/deprecations/deprecations.policy.js'
 import { createMetrics } from '../../src/http/metrics.js'
 import { createApiKeysService, hashSecret } from '../../src/api-keys/api-keys.service.js'
 import { loadConfig } from '../../src/config.js'
 import { MIGRATION_NAMES } from '../../src/storage/migrations/names.js'
-import { postgresMigrations } from '../../src/storage/migrations/postgres/index.js'
 import { runMigrations } from '../../src/storage/migrations/run-migrations.js'
-import { sqliteMigrations } from '../../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../../src/repositories.js'
-import { ENGINES, type Engine, ManualClock, createTestDatabase, errorBody, postPet, storageEngine, useTestApp } from '../helper.js'
+import { migrationsOf, withKysely } from '../migrations.js'
+import { ENGINES, ManualClock, createTestDatabase, errorBody, postPet, storageEngine, useTestApp } from '../helper.js'
 
 const FORBIDDEN_CHALLENGE = (scope: Scope) => `Bearer realm="petstore", error="insufficient_scope", scope="${scope}"`
 const NEW_PET = '{"name":"Scoped","categoryId":1}'
@@ -168,33 +165,16 @@ for (const engine of ENGINES) {
       const secret = 'ps_live_ExistingKeyMadeBeforeScopes0001'
       await withKysely(database.env, async (db) => {
         const before = Object.fromEntries(Object.entries(migrationsOf(engine)).filter(([name]) => name < '0005'))
-        await runMigrations(db, before)
+        await runMigrations(db, before, [])
         await sql`INSERT INTO api_keys (id, name, prefix, environment, created_at, secret_hash)
           VALUES ('key_old', 'old', 'ps_live_Exis', 'production', 1, ${hashSecret(secret)})`.execute(db)
       })
       const storage = await openStorage(loadConfig(database.env).database)
       t.after(() => storage.close())
-      assert.deepEqual(await storage.migrate(), MIGRATION_NAMES[storageEngine(engine)].filter((name) => name >= '0005'))
+      assert.deepEqual((await storage.migrate()).applied, MIGRATION_NAMES[storageEngine(engine)].filter((name) => name >= '0005'))
       const service = createApiKeysService({ apiKeys: storage.apiKeys, clock: new ManualClock(), environment: 'production' })
       assert.deepEqual((await service.authenticate(secret))?.scopes, ['pets:read', 'pets:write'])
     })
   })
 }
 
-function migrationsOf(engine: Engine): Record<string, Migration> {
-  return engine === 'sqlite' ? sqliteMigrations : postgresMigrations
-}
-
-/** A Kysely on the test database, for migrating part of the way as an older version would have. */
-async function withKysely(env: Record<string, string>, use: (db: Kysely<unknown>) => Promise<void>): Promise<void> {
-  const database = loadConfig(env).database
-  const db =
-    database.engine === 'sqlite'
-      ? new Kysely<unknown>({ dialect: new SqliteDialect({ database: new Sqlite(database.path) }) })
-      : new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: database.url, max: 1 }) }) })
-  try {
-    await use(db)
-  } finally {
-    await db.destroy()
-  }
-}

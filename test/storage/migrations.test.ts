@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict'
 import { after, describe, it } from 'node:test'
-import Sqlite from 'better-sqlite3'
-import pg from 'pg'
 import { createKey } from '../../scripts/petstore-process.js'
 import { loadConfig } from '../../src/config.js'
 import { MIGRATION_NAMES } from '../../src/storage/migrations/names.js'
@@ -11,24 +9,6 @@ import { cleanupProcesses, recordModules, runCli, startServer, stopServer, track
 
 after(cleanupProcesses)
 
-/** Adds a row to `schema_migrations` as a newer version of the service would have. */
-async function recordMigration(url: string, name: string): Promise<void> {
-  const timestamp = new Date().toISOString()
-  if (url.startsWith('sqlite://')) {
-    const db = new Sqlite(url.slice('sqlite://'.length))
-    db.prepare('INSERT INTO schema_migrations (name, timestamp) VALUES (?, ?)').run(name, timestamp)
-    db.close()
-    return
-  }
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    await client.query('INSERT INTO schema_migrations (name, timestamp) VALUES ($1, $2)', [name, timestamp])
-  } finally {
-    await client.end()
-  }
-}
-
 for (const engine of ENGINES) {
   describe(`migrations (${engine})`, () => {
     it('applies every migration of the engine in order on a new database, then finds nothing to do', async (t) => {
@@ -37,11 +17,11 @@ for (const engine of ENGINES) {
       t.after(() => database.drop())
       const config = loadConfig(database.env, dir).database
       const first = await openStorage(config)
-      assert.deepEqual(await first.migrate(), MIGRATION_NAMES[storageEngine(engine)])
-      assert.deepEqual(await first.migrate(), [])
+      assert.deepEqual((await first.migrate()).applied, MIGRATION_NAMES[storageEngine(engine)])
+      assert.deepEqual((await first.migrate()).applied, [])
       await first.close()
       const second = await openStorage(config)
-      assert.deepEqual(await second.migrate(), [])
+      assert.deepEqual((await second.migrate()).applied, [])
       await second.close()
     })
 
@@ -57,27 +37,6 @@ for (const engine of ENGINES) {
         const applied = runs.map((run) => run.stdout.trim()).filter((stdout) => stdout !== 'Database is up to date.')
         assert.deepEqual(applied, [`Applied: ${MIGRATION_NAMES[storageEngine(engine)].join(', ')}`], `round ${round}: every migration by one process`)
       }
-    })
-
-    it('refuses a database that a newer version migrated further, and leaves it as it was', async (t) => {
-      const dir = trackedTempDir('petstore-migrations-')
-      const database = await createTestDatabase(engine, dir)
-      t.after(() => database.drop())
-      const config = loadConfig(database.env, dir).database
-      const storage = await openStorage(config)
-      await storage.migrate()
-      await storage.close()
-      await recordMigration(database.env.DATABASE_URL ?? '', '0099-from-a-newer-version')
-
-      const again = await openStorage(config)
-      t.after(() => again.close())
-      await assert.rejects(again.migrate(), (error: Error) => {
-        assert.equal(error.message, 'Database migration failed')
-        assert.match((error.cause as Error).message, /0099-from-a-newer-version/)
-        return true
-      })
-      // Still serving what it holds: the refusal changed nothing.
-      assert.deepEqual(await again.pets.list({ limit: 1, afterId: 0n }), [])
     })
 
     it('serves without loading Kysely or the migrations when the database is up to date', { timeout: 60_000 }, async (t) => {

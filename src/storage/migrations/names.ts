@@ -16,14 +16,3 @@ export const MIGRATION_NAMES = {
     '0007-key-lineage',
   ],
 } as const
-
-/**
- * True when the names recorded in `schema_migrations` are exactly `known`: nothing to apply and
- * nothing this version does not know. Only then may an engine skip loading Kysely and the
- * migrations (memory the server would keep for nothing: docs/decisions/0002-storage.md); any other case goes
- * through Kysely's Migrator, which applies what is missing or refuses a history it does not know.
- */
-export function upToDate(recorded: readonly string[], known: readonly string[]): boolean {
-  const names = new Set(recorded)
-  return names.size === known.length && known.every((name) => names.has(name))
-}

@@ -1,18 +1,26 @@
 import pg from 'pg'
 import type { PostgresDatabase } from '../database.js'
-import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
+import { COMPATIBILITY_TABLE, type CompatibilityMark, type RecordedMigrations, assertAllowed, migrationState } from '../migrations/compatibility.js'
+import { MIGRATION_NAMES } from '../migrations/names.js'
+import { releaseVersion } from '../../shared/release.js'
 import { isUnavailable, lostPreparedStatement } from './errors.js'
 import { inTransaction } from './transaction.js'
 
-/** The names in Kysely's `schema_migrations`, none before the first migration made it. */
-async function recordedMigrations(pool: pg.Pool): Promise<string[]> {
-  try {
-    const { rows } = await pool.query<{ name: string }>('SELECT name FROM schema_migrations')
-    return rows.map((row) => row.name)
-  } catch (error) {
-    // 42P01 undefined_table: a database never migrated.
-    if ((error as { code?: unknown }).code === '42P01') return []
-    throw error
+/**
+ * The names in Kysely's `schema_migrations` and the marks of breaking ones: none before a migration made
+ * their table. Asked whether the tables exist first, since a query of a missing one would end the
+ * transaction that `on` may be in.
+ */
+async function recordedMigrations(on: pg.Pool | pg.PoolClient): Promise<RecordedMigrations> {
+  const { rows } = await on.query<{ names: boolean; marks: boolean }>(
+    `SELECT to_regclass('schema_migrations') IS NOT NULL AS names, to_regclass('${COMPATIBILITY_TABLE}') IS NOT NULL AS marks`,
+  )
+  const { names, marks } = rows[0] ?? { names: false, marks: false }
+  return {
+    names: names ? (await on.query<{ name: string }>('SELECT name FROM schema_migrations')).rows.map((row) => row.name) : [],
+    marks: marks
+      ? (await on.query<CompatibilityMark>(`SELECT migration, oldest_release AS "oldestRelease", reason FROM ${COMPATIBILITY_TABLE}`)).rows
+      : [],
   }
 }
 
@@ -103,8 +111,14 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, warn =
   return {
     engine: 'postgres',
     pool,
-    async migrate() {
-      if (upToDate(await recordedMigrations(pool), MIGRATION_NAMES.postgres)) return []
+    async migrationState() {
+      return migrationState(await recordedMigrations(pool), MIGRATION_NAMES.postgres)
+    },
+    async migrate(release = releaseVersion()) {
+      const state = migrationState(await recordedMigrations(pool), MIGRATION_NAMES.postgres)
+      assertAllowed(state, release)
+      // Kysely and the migrations are loaded only to apply one: memory the server would keep for nothing (ADR 2).
+      if (state.pending.length === 0) return { applied: [], unknown: state.unknown }
       const [{ Kysely }, { runMigrations }, { postgresMigrations }, { MigrationDialect }] = await Promise.all([
         import('kysely'),
         import('../migrations/run-migrations.js'),
@@ -114,9 +128,12 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, warn =
       // One transaction on one connection for the whole run, behind a transaction advisory lock
       // (which a pooler in transaction mode keeps), so that instances starting at once apply each
       // migration exactly once, and all of them or none.
-      return inTransaction(pool, "BEGIN; SELECT pg_advisory_xact_lock(hashtext('petstore migrations'))", (client) =>
-        runMigrations(new Kysely<unknown>({ dialect: new MigrationDialect(client) }), postgresMigrations),
-      )
+      return inTransaction(pool, "BEGIN; SELECT pg_advisory_xact_lock(hashtext('petstore migrations'))", async (client) => {
+        const locked = migrationState(await recordedMigrations(client), MIGRATION_NAMES.postgres)
+        assertAllowed(locked, release)
+        const kysely = new Kysely<unknown>({ dialect: new MigrationDialect(client) })
+        return { applied: await runMigrations(kysely, postgresMigrations, locked.unknown), unknown: locked.unknown }
+      })
     },
     isUnavailable,
     async ping() {

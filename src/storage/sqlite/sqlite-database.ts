@@ -1,6 +1,8 @@
 import Sqlite from 'better-sqlite3'
 import { type SqliteDatabase, StorageFault, type StorageLog } from '../database.js'
-import { MIGRATION_NAMES, upToDate } from '../migrations/names.js'
+import { COMPATIBILITY_TABLE, type CompatibilityMark, type RecordedMigrations, assertAllowed, migrationState } from '../migrations/compatibility.js'
+import { MIGRATION_NAMES } from '../migrations/names.js'
+import { releaseVersion } from '../../shared/release.js'
 import { guardDatabaseFile } from './database-file.js'
 import { inTransaction } from './transaction.js'
 
@@ -13,10 +15,15 @@ function isUnavailable(error: unknown): boolean {
   return error instanceof TypeError && error.message === 'The database connection is not open'
 }
 
-/** The names in Kysely's `schema_migrations`, none before the first migration made it. */
-function recordedMigrations(db: Sqlite.Database): string[] {
-  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()
-  return table === undefined ? [] : db.prepare<[], string>('SELECT name FROM schema_migrations').pluck().all()
+/** The names in Kysely's `schema_migrations` and the marks of breaking ones: none before a migration made their table. */
+function recordedMigrations(db: Sqlite.Database): RecordedMigrations {
+  const has = (table: string) => db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !== undefined
+  return {
+    names: has('schema_migrations') ? db.prepare<[], string>('SELECT name FROM schema_migrations').pluck().all() : [],
+    marks: has(COMPATIBILITY_TABLE)
+      ? db.prepare<[], CompatibilityMark>(`SELECT migration, oldest_release AS oldestRelease, reason FROM ${COMPATIBILITY_TABLE}`).all()
+      : [],
+  }
 }
 
 /** Pages copied per turn of the event loop by `backup` (4 KiB each: 4 MiB). */
@@ -46,8 +53,14 @@ export function openSqliteDatabase(file: string, { named = 'DATABASE_URL', log }
     engine: 'sqlite',
     db,
     checkFile,
-    async migrate() {
-      if (upToDate(recordedMigrations(db), MIGRATION_NAMES.sqlite)) return []
+    async migrationState() {
+      return migrationState(recordedMigrations(db), MIGRATION_NAMES.sqlite)
+    },
+    async migrate(release = releaseVersion()) {
+      const state = migrationState(recordedMigrations(db), MIGRATION_NAMES.sqlite)
+      assertAllowed(state, release)
+      // Kysely and the migrations are loaded only to apply one: memory the server would keep for nothing (ADR 2).
+      if (state.pending.length === 0) return { applied: [], unknown: state.unknown }
       const [{ Kysely, SqliteDialect }, { runMigrations }, { sqliteMigrations }] = await Promise.all([
         import('kysely'),
         import('../migrations/run-migrations.js'),
@@ -58,7 +71,11 @@ export function openSqliteDatabase(file: string, { named = 'DATABASE_URL', log }
       // Kysely takes no lock on SQLite. Another process may be migrating the same file (several
       // instances starting at once): IMMEDIATE takes the write lock first, waiting up to the busy
       // timeout, so each migration is applied once, and all of them atomically.
-      return inTransaction(db, 'BEGIN IMMEDIATE', () => runMigrations(kysely, sqliteMigrations))
+      return inTransaction(db, 'BEGIN IMMEDIATE', async () => {
+        const locked = migrationState(recordedMigrations(db), MIGRATION_NAMES.sqlite)
+        assertAllowed(locked, release)
+        return { applied: await runMigrations(kysely, sqliteMigrations, locked.unknown), unknown: locked.unknown }
+      })
     },
     async backup(file, progress) {
       // SQLite's backup restarts whenever another connection writes between its steps, which under a

@@ -1,5 +1,5 @@
-import type { Migration } from 'kysely'
 import type { MIGRATION_NAMES } from '../names.js'
+import type { PetstoreMigration } from '../run-migrations.js'
 import * as initial from './0001-initial.js'
 import * as idempotency from './0002-idempotency.js'
 import * as rotationAndDeprecatedCalls from './0003-rotation-and-deprecated-calls.js'
@@ -9,7 +9,7 @@ import * as pagesOnReadOnlyServers from './0006-pages-on-read-only-servers.js'
 import * as keyLineage from './0007-key-lineage.js'
 
 /** The module of each name in MIGRATION_NAMES.postgres, loaded only when one is to be applied. */
-export const postgresMigrations: Record<(typeof MIGRATION_NAMES.postgres)[number], Migration> = {
+export const postgresMigrations: Record<(typeof MIGRATION_NAMES.postgres)[number], PetstoreMigration> = {
   '0001-initial': initial,
   '0002-idempotency': idempotency,
   '0003-rotation-and-deprecated-calls': rotationAndDeprecatedCalls,
