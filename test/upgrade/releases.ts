@@ -29,7 +29,7 @@ interface Migrations {
 }
 
 /** The first release that runs on a database a newer release migrated expand-only: no older one can be rolled back to. */
-const FIRST_WINDOWED_RELEASE = '1.1.0'
+export const FIRST_WINDOWED_RELEASE = '1.1.0'
 
 /** What a release's tree holds that `tsc` and `bin/petstore.js` need; node_modules is linked, never copied. */
 const TREE = ['src', 'bin', 'package.json', 'tsconfig.json']
@@ -73,16 +73,16 @@ function replaceOnce(text: string, pattern: RegExp, to: (...groups: string[]) =>
 /**
  * The next release: a copy of this tree, with one more migration for both engines that only adds (a table,
  * and a nullable column on `pets`, neither of which its code uses) and package.json's next minor version,
- * compiled into `dir`. Returns it, with the name of the migration it added.
+ * compiled into `dir`.
  */
-export async function buildNextRelease(dir: string): Promise<Release & { added: string }> {
+export async function buildNextRelease(dir: string): Promise<Release> {
   copyTree(ROOT, dir)
-  const added = addExpandMigration(dir)
+  addExpandMigration(dir)
   const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string }
   manifest.version = nextMinor(manifest.version)
   fs.writeFileSync(path.join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`)
   await compile(dir)
-  return { ...releaseAt(dir), added }
+  return releaseAt(dir)
 }
 
 /**
@@ -161,9 +161,9 @@ const EXPAND: Record<keyof Migrations, string> = {
 
 /**
  * Adds migration `<next number>-test-pet-notes` to both engines of the tree at `dir`: its files, its name in
- * names.ts and its module in each engine's index.ts, as a developer would. Returns its name.
+ * names.ts and its module in each engine's index.ts, as a developer would.
  */
-function addExpandMigration(dir: string): string {
+function addExpandMigration(dir: string): void {
   const known = migrationsOf(dir)
   const last = Math.max(...[...known.sqlite, ...known.postgres].map((name) => Number(name.slice(0, 4))))
   const name = `${String(last + 1).padStart(4, '0')}-test-pet-notes`
@@ -196,5 +196,4 @@ function addExpandMigration(dir: string): string {
     fs.writeFileSync(indexFile, index)
   }
   fs.writeFileSync(namesFile, names)
-  return name
 }

@@ -7,10 +7,10 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { errorShape, stopProcess, waitUntilReady } from '../../scripts/petstore-process.js'
 import { makeCertificate, opensslSkip } from '../certificates.js'
-import { ENGINES, type Engine, createTestDatabase } from '../helper.js'
+import { ENGINES, type Engine, createTestDatabase, storageEngine } from '../helper.js'
 import { type Nginx, nginxSkip, startNginx } from '../ops/nginx.js'
 import { type ServerProcess, cleanupProcesses, freePort, refusedWithin, runCommand, startServer, stopServer, trackedTempDir, until } from '../processes.js'
-import { type Release, buildNextRelease, currentRelease } from './releases.js'
+import { FIRST_WINDOWED_RELEASE, type Release, buildNextRelease, buildReleaseFromGit, currentRelease, previousReleaseTag } from './releases.js'
 
 /*
  * Two releases on one database behind nginx with the shipped configuration (issue 38): this checkout and
@@ -32,7 +32,7 @@ const SKIP = nginxSkip === false ? opensslSkip : `${nginxSkip}: the rolling upgr
 const POOLER_SKIP = !ENGINES.includes('pgbouncer') && 'PostgreSQL through PgBouncer is not in this run (test/run.ts starts both when PgBouncer is installed)'
 
 /** Keep-alive clients of nginx, per kind of request. */
-const LOOPS = { create: 3, get: 2, walk: 1 } as const
+const LOOPS = { create: 2, get: 2, walk: 2 } as const
 /** Each step of a roll serves at least this long, and this many answers, before the next step. */
 const STEP_MS = 1_500
 const STEP_ANSWERS = 150
@@ -67,6 +67,8 @@ interface Seen {
   logFrom: number
   logTo?: number
   walks: number
+  /** Each step of the roll, and how long it took. */
+  steps: string[]
 }
 
 function percentile(values: number[], p: number): number | null {
@@ -74,16 +76,57 @@ function percentile(values: number[], p: number): number | null {
   return sorted.length === 0 ? null : Math.round((sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0) * 10) / 10
 }
 
-let nextBuild: Promise<Release & { added: string }> | undefined
-/** Built once for both engines: a compile takes seconds. */
-const nextRelease = () => (nextBuild ??= buildNextRelease(path.join(trackedTempDir('petstore-next-release-'), 'release')))
+/** Two releases on one database: the one upgraded from, the one upgraded to, and the migrations only the latter has. */
+interface Pair {
+  old: Release
+  next: Release
+  /** Migrations of the engine that `next` applies and `old` does not know. */
+  added: string[]
+}
 
-for (const engine of ['sqlite', 'pgbouncer'] as const satisfies Engine[]) {
+let nextBuild: Promise<Release> | undefined
+/** This release, and the next built from it: built once for every engine, since a compile takes seconds. */
+async function toNext(engine: Engine): Promise<Pair> {
+  const old = currentRelease()
+  const next = await (nextBuild ??= buildNextRelease(path.join(trackedTempDir('petstore-next-release-'), 'release')))
+  return { old, next, added: newMigrations(old, next, engine) }
+}
+
+/** The previous release tagged in git history, built from it, and this release. */
+async function fromPrevious(tag: string, engine: Engine): Promise<Pair> {
+  const old = await buildReleaseFromGit(tag, path.join(trackedTempDir('petstore-previous-release-'), 'release'))
+  const next = currentRelease()
+  return { old, next, added: newMigrations(old, next, engine) }
+}
+
+function newMigrations(old: Release, next: Release, engine: Engine): string[] {
+  const known = new Set(old.migrations[storageEngine(engine)])
+  return next.migrations[storageEngine(engine)].filter((name) => !known.has(name))
+}
+
+const previousTag = await previousReleaseTag()
+
+const ROLLS: { engine: Engine; pair: string; releases: () => Promise<Pair>; skip: string | false }[] = [
+  { engine: 'sqlite', pair: 'to the next release', releases: () => toNext('sqlite'), skip: SKIP },
+  { engine: 'pgbouncer', pair: 'to the next release', releases: () => toNext('pgbouncer'), skip: SKIP || POOLER_SKIP },
+  // One engine only: the file's time is bounded, and what this adds is the other pair of releases.
+  {
+    engine: 'sqlite',
+    pair: `from the previous release, ${previousTag ?? 'none'}, built from git history`,
+    releases: () => fromPrevious(previousTag ?? '', 'sqlite'),
+    skip: SKIP || (previousTag === undefined && `no release from ${FIRST_WINDOWED_RELEASE} on is tagged before this one in this history (a shallow clone has none)`),
+  },
+]
+
+for (const { engine, pair, releases, skip } of ROLLS) {
   const label = engine === 'sqlite' ? 'SQLite, two instances on one file' : 'PostgreSQL through PgBouncer'
-  const skip = SKIP || (engine === 'pgbouncer' && POOLER_SKIP)
-  describe(`a rolling upgrade to the next release and a rollback behind nginx, on ${label}`, { skip, timeout: 170_000 }, () => {
-    const old = currentRelease()
-    let next: Release & { added: string }
+  describe(`a rolling upgrade ${pair} and a rollback behind nginx, on ${label}`, { skip, timeout: 170_000 }, () => {
+    let old: Release
+    let next: Release
+    /** The migrations `next` applies that `old` does not know, which `old` must name in one warning. */
+    let newer: string[] = []
+    /** Whether a line names every migration in `newer`. */
+    const namesNewer = (line: string) => newer.length > 0 && newer.every((name) => line.includes(name))
     const dir = trackedTempDir(`petstore-upgrade-${engine}-`)
     let env: Record<string, string> = {}
     let drop: (() => Promise<void>) | undefined
@@ -111,8 +154,18 @@ for (const engine of ['sqlite', 'pgbouncer'] as const satisfies Engine[]) {
       const now = performance.now()
       const log = nginx?.accessLog().length ?? 0
       if (part !== undefined) Object.assign(part, { endedAt: now, logTo: log })
-      part = { startedAt: now, counts: new Map(), latencies: { create: [], get: [], page: [] }, logFrom: log, walks: 0 }
+      part = { startedAt: now, counts: new Map(), latencies: { create: [], get: [], page: [] }, logFrom: log, walks: 0, steps: [] }
       seen.set(name, part)
+    }
+
+    /** `work`, its time recorded among the current part's steps as `what`. */
+    async function timed<T>(what: string, work: () => Promise<T>): Promise<T> {
+      const from = performance.now()
+      try {
+        return await work()
+      } finally {
+        part?.steps.push(`${what} ${Math.round(performance.now() - from)} ms`)
+      }
     }
 
     function acknowledge(text: string): void {
@@ -289,9 +342,11 @@ for (const engine of ['sqlite', 'pgbouncer'] as const satisfies Engine[]) {
     async function cli(release: Release, ...args: string[]): Promise<string> {
       const run = await runCommand(process.execPath, [release.bin, ...args], { cwd: dir, env: { PATH: process.env.PATH ?? '', ...env }, timeoutMs: 30_000 })
       if (run.code !== 0) throw new Error(`petstore ${args.join(' ')} of ${release.version} exited with ${run.code ?? run.signal}:\n${run.stderr}`)
-      const named = run.stderr.split('\n').filter((line) => line.includes(next.added))
+      const named = run.stderr.split('\n').filter(namesNewer)
       const warned = named.length === 1 && named[0]?.startsWith('petstore: warning: ') === true
-      if (release === old && migratedByNext && !warned) problems.restart.push(`petstore ${args.join(' ')} of ${old.version} did not warn once naming ${next.added}:\n${run.stderr}`)
+      if (release === old && migratedByNext && newer.length > 0 && !warned) {
+        problems.restart.push(`petstore ${args.join(' ')} of ${old.version} did not warn once naming ${newer.join(', ')}:\n${run.stderr}`)
+      }
       if (release === next && named.length > 0) problems.restart.push(`petstore ${args.join(' ')} of ${next.version} named its own migration:\n${run.stderr}`)
       return run.stdout
     }
@@ -382,7 +437,7 @@ for (const engine of ['sqlite', 'pgbouncer'] as const satisfies Engine[]) {
       const settled = keyed.filter((sent) => sent.settled)
       let next = 0
       await Promise.all(
-        Array.from({ length: 4 }, async (_, i) => {
+        Array.from({ length: 8 }, async (_, i) => {
           const server = servers[i % servers.length]
           while (next < settled.length) {
             const sent = settled[next++] as Keyed
@@ -406,7 +461,7 @@ for (const engine of ['sqlite', 'pgbouncer'] as const satisfies Engine[]) {
     }
 
     before(async () => {
-      next = await nextRelease()
+      ;({ old, next, added: newer } = await releases())
       const database = await createTestDatabase(engine, dir)
       drop = database.drop
       const port = await freePort()
@@ -436,38 +491,38 @@ for (const engine of ['sqlite', 'pgbouncer'] as const satisfies Engine[]) {
 
         begin('upgrade')
         // PostgreSQL: the next release's `migrate` as a release step; SQLite: its first instance migrates as it starts.
-        if (engine !== 'sqlite') await cli(next, 'migrate')
-        const first = await replace(0, next)
+        if (engine !== 'sqlite') await timed('migrate', () => cli(next, 'migrate'))
+        const first = await timed(`instance 0 to ${next.version}`, () => replace(0, next))
         migratedByNext = true
-        await step()
-        await crossRelease(first, instances[1]?.server)
-        await keysAcross(next, old, next)
+        await timed('load', step)
+        await timed('keyed creates across releases', () => crossRelease(first, instances[1]?.server))
+        await timed('keys', () => keysAcross(next, old, next))
         // An instance of the old release restarted, as after a crash or on a drained node: the database
         // now has a migration it does not know.
-        const restarted = await replace(1, old).catch((error: unknown) => {
+        const restarted = await timed(`instance 1 restarted on ${old.version}`, () => replace(1, old)).catch((error: unknown) => {
           problems.restart.push(`the old release did not start on a database the next one migrated: ${(error as Error).message}`)
           return undefined
         })
         if (restarted !== undefined) {
           const status = await accepted(restarted, loadKey.key)
           if (status !== 200) problems.restart.push(`the restarted old instance answered ${status}`)
-          const named = restarted.output().split('\n').filter((line) => line.includes(next.added))
+          const named = restarted.output().split('\n').filter(namesNewer)
           const warned = named.length === 1 && (JSON.parse(named[0] ?? '{}') as { level?: number }).level === 40
-          if (!warned) problems.restart.push(`${named.length} lines of its log name ${next.added}, not one warning:\n${restarted.output()}`)
+          if (newer.length > 0 && !warned) problems.restart.push(`${named.length} lines of its log name ${newer.join(', ')}, not one warning:\n${restarted.output()}`)
         }
-        await step()
-        await replace(1, next)
-        await step()
+        await timed('load', step)
+        await timed(`instance 1 to ${next.version}`, () => replace(1, next))
+        await timed('load', step)
         // Every keyed create so far, half of them made by the old release, replayed by the next.
-        await replayAll(instances.map((instance) => instance.server))
+        await timed('every keyed create replayed', () => replayAll(instances.map((instance) => instance.server)))
 
         begin('rollback')
-        const rolledBack = await replace(0, old)
-        await step()
-        await crossRelease(rolledBack, instances[1]?.server)
-        await keysAcross(old, next, old)
-        await replace(1, old)
-        await step()
+        const rolledBack = await timed(`instance 0 to ${old.version}`, () => replace(0, old))
+        await timed('load', step)
+        await timed('keyed creates across releases', () => crossRelease(rolledBack, instances[1]?.server))
+        await timed('keys', () => keysAcross(old, next, old))
+        await timed(`instance 1 to ${old.version}`, () => replace(1, old))
+        await timed('load', step)
         begin('after')
       } finally {
         running = false
@@ -486,7 +541,7 @@ for (const engine of ['sqlite', 'pgbouncer'] as const satisfies Engine[]) {
     it('records what clients saw during each roll: every kind answered, some requests retried by nginx on the other instance', (t) => {
       const accessLog = nginx?.accessLog() ?? []
       for (const roll of ['upgrade', 'rollback']) {
-        const { counts, latencies, startedAt, endedAt = startedAt, logFrom, logTo = accessLog.length, walks } = seen.get(roll) ?? assert.fail(`no ${roll}`)
+        const { counts, latencies, startedAt, endedAt = startedAt, logFrom, logTo = accessLog.length, walks, steps } = seen.get(roll) ?? assert.fail(`no ${roll}`)
         const retried = accessLog.slice(logFrom, logTo).filter((line) => line.includes(', ')).length
         const statuses = Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b)))
         const unavailable = [...counts].filter(([what]) => / 5\d\d$/.test(what)).reduce((sum, [, n]) => sum + n, 0)
@@ -502,6 +557,7 @@ for (const engine of ['sqlite', 'pgbouncer'] as const satisfies Engine[]) {
             p99Ms: { create: percentile(latencies.create, 99), get: percentile(latencies.get, 99), page: percentile(latencies.page, 99) },
             walks,
             retriedByNginx: retried,
+            steps,
           }),
         )
         for (const kind of ['create 201', 'get 200', 'page 200']) assert.ok((counts.get(kind) ?? 0) > 0, `no ${kind} during the ${roll}: ${JSON.stringify(statuses)}`)
