@@ -5,10 +5,12 @@ import https from 'node:https'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { poolerUnavailable } from '../../scripts/pg-cluster.js'
 import { errorShape, stopProcess, waitUntilReady } from '../../scripts/petstore-process.js'
 import { makeCertificate, opensslSkip } from '../certificates.js'
 import { ENGINES, type Engine, createTestDatabase, storageEngine } from '../helper.js'
 import { type Nginx, nginxSkip, startNginx } from '../ops/nginx.js'
+import { poolerOff } from '../postgres.js'
 import { type ServerProcess, cleanupProcesses, freePort, refusedWithin, runCommand, startServer, stopServer, trackedTempDir, until } from '../processes.js'
 import { FIRST_WINDOWED_RELEASE, type Release, buildNextRelease, buildReleaseFromGit, currentRelease, previousReleaseTag } from './releases.js'
 
@@ -28,8 +30,10 @@ import { FIRST_WINDOWED_RELEASE, type Release, buildNextRelease, buildReleaseFro
 after(cleanupProcesses)
 
 const SKIP = nginxSkip === false ? opensslSkip : `${nginxSkip}: the rolling upgrade behind nginx is skipped`
-/** The runner's PgBouncer, as pooler.test.ts decides. */
-const POOLER_SKIP = !ENGINES.includes('pgbouncer') && 'PostgreSQL through PgBouncer is not in this run (test/run.ts starts both when PgBouncer is installed)'
+/** The runner's PgBouncer in front of its PostgreSQL, as pooler.test.ts decides, saying why it is not there. */
+const POOLER_SKIP =
+  !ENGINES.includes('pgbouncer') &&
+  `PostgreSQL through PgBouncer is not in this run: ${poolerOff() ?? poolerUnavailable() ?? 'PETSTORE_TEST_DATABASE_URL or PETSTORE_TEST_POOLER_PORT is unset (test/run.ts sets both)'}`
 
 /** Keep-alive clients of nginx, per kind of request. */
 const LOOPS = { create: 2, get: 2, walk: 2 } as const
