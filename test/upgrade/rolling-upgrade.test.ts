@@ -16,15 +16,17 @@ import { FIRST_WINDOWED_RELEASE, type Release, buildNextRelease, buildReleaseFro
 
 /*
  * Two releases on one database behind nginx with the shipped configuration (issue 38): this checkout and
- * the next release (test/upgrade/releases.ts: one more migration that only adds, the next minor version).
- * Two instances of this release are replaced by the next one at a time, and then rolled back the same way,
- * under loops of keyed creates, getPets of acknowledged pets and listPets walks that follow `Link`, on
- * SQLite (two instances on one file) and on PostgreSQL through PgBouncer. During the roll each release's
- * CLI rotates, creates and revokes keys that the other release's instances serve, keyed creates are
- * retried on an instance of the other release, and an instance of this release is restarted once the
- * next one has migrated. What must hold is what a client is promised at one version: no 500, every 5xx a
- * 503 with Retry-After; every acknowledged pet kept, once; a keyed create replayed, whichever release is
- * asked; every page walk exact.
+ * the next release (test/upgrade/releases.ts: one more migration that only adds, the next minor version),
+ * and, once one is tagged, the previous release and this one. Two instances of the older release are
+ * replaced by the newer one at a time, and then rolled back the same way, under loops of keyed creates,
+ * getPets of acknowledged pets and listPets walks that follow `Link`, on SQLite (two instances on one file)
+ * and on PostgreSQL through PgBouncer. In each mixed state each release's CLI rotates, creates and revokes
+ * keys that the other release's instances serve, and keyed creates sent to one release are sent again to
+ * the other; once the newer release has migrated, an instance of the older one is restarted. Every keyed
+ * create is sent again to the newer release once it serves alone, and to the older one after the rollback.
+ * What must hold is what a client is promised at one version: no 500, every 5xx a 503 with Retry-After;
+ * every acknowledged pet kept, once; a keyed create replayed, whichever release is asked; every page walk
+ * exact. What clients saw during each roll is printed as one line of JSON.
  */
 
 after(cleanupProcesses)
@@ -473,6 +475,7 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       const certificate = makeCertificate(dir, 'nginx')
       ca = [certificate.pem]
       env = { ...database.env, PUBLIC_BASE_URL: publicBase, TRUST_PROXY: '127.0.0.1', RATE_LIMIT_PER_KEY: '0' }
+      for (const release of [old, next]) assert.equal((await cli(release, '--version')).trim(), release.version)
       await cli(old, 'migrate')
       Object.assign(loadKey, parseKey(await cli(old, 'keys', 'create', '--name', 'rolling upgrade load', '--json')))
       const ports = new Set<number>()
