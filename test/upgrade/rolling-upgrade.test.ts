@@ -118,7 +118,7 @@ const ROLLS: { engine: Engine; pair: string; releases: () => Promise<Pair>; skip
   // One engine only: the file's time is bounded, and what this adds is the other pair of releases.
   {
     engine: 'sqlite',
-    pair: `from the previous release, ${previousTag ?? 'none'}, built from git history`,
+    pair: `from ${previousTag ?? 'the previous release'}, built from git history,`,
     releases: () => fromPrevious(previousTag ?? '', 'sqlite'),
     skip: SKIP || (previousTag === undefined && `no release from ${FIRST_WINDOWED_RELEASE} on is tagged before this one in this history (a shallow clone has none)`),
   },
