@@ -130,7 +130,8 @@ function reasons(error: unknown): string {
   if (!(error instanceof Error)) return String(error)
   const messages: string[] = []
   for (let at: unknown = error; at instanceof Error && messages.length < 5; at = at.cause) {
-    if (at.message !== '' && !messages.includes(at.message)) messages.push(at.message)
+    // A cause that its wrapper already quotes ("cannot reach …: connect ECONNREFUSED …") is said once.
+    if (at.message !== '' && !messages.some((message) => message.includes(at.message))) messages.push(at.message)
   }
   return messages.join(': ')
 }
