@@ -13,8 +13,8 @@ import { releaseVersion } from './shared/release.js'
 
 /*
  * The command line's dispatcher: which command runs, its --help, and how a failure becomes an exit code.
- * Each command, with its help text, lives in its own module: the feature's folder where it has one
- * (keys, deprecations, copy, backup and migrate), src/cli/ for serve and openapi, which wire the whole service.
+ * Each command, with its help text, lives in its own module: the feature's folder where it has one (keys,
+ * deprecations, copy), src/cli/ for the rest (serve, migrate, backup, openapi), which belong to no feature.
  */
 
 export type { CliIo } from './cli/output.js'
