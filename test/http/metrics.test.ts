@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
+import fs from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
+import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { createApiKeysService } from '../../src/api-keys/api-keys.service.js'
 import { ConfigError, loadConfig } from '../../src/config.js'
 import { createMetrics, type Metrics } from '../../src/http/metrics.js'
-import { ENGINES, type TestApp, buildTestApp, createTestDatabase, errorBody, postPet, useTestApp } from '../helper.js'
+import { ENGINES, ROOT, type TestApp, buildTestApp, createTestDatabase, errorBody, postPet, useTestApp } from '../helper.js'
 import { startPetstore } from '../../scripts/petstore-process.js'
 import { cleanupProcesses, freePort, runCli, startServer, stopServer, trackedTempDir } from '../processes.js'
 
@@ -97,6 +99,12 @@ for (const engine of ENGINES) {
       assert.equal((await fx.testApp.app.inject({ method: 'GET', url: '/v1/pets' })).statusCode, 401)
       assert.equal((await fx.testApp.request(`ps_live_${'x'.repeat(32)}`, { method: 'GET', url: '/v1/pets' })).statusCode, 401)
       text = await exposition(metrics)
+    })
+
+    it('says which release serves, on which Node.js, as petstore_build_info 1', () => {
+      const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }
+      assert.equal(sample(text, 'petstore_build_info', { version, node_version: process.version }), 1)
+      assert.equal(text.match(/^petstore_build_info\{/gm)?.length, 1, 'one series')
     })
 
     it('counts requests by method, route template and status', () => {
@@ -268,6 +276,8 @@ describe('the metrics listener of petstore serve', () => {
     const text = await scraped.text()
     assert.equal(sample(text, 'petstore_http_requests_total', { method: 'GET', route: '/v1/pets', status: '200' }), 2)
     assert.ok(sample(text, 'process_cpu_user_seconds_total') !== undefined, 'no process metrics')
+    // One release, not one per worker: an instance counts once in "Versions serving".
+    assert.equal(text.match(/^petstore_build_info\{.*\} 1$/gm)?.length, 1, text.match(/^petstore_build_info.*$/gm)?.join('\n'))
     assert.ok(!text.includes(key))
 
     const elsewhere = await fetch(`${metricsUrl}/v1/pets`)

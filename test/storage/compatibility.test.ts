@@ -237,3 +237,116 @@ async function newKeyId(env: Record<string, string>): Promise<string> {
   )
   return 'key_newer'
 }
+
+/** A column as an older release's statements see it. */
+interface Column {
+  type: string
+  nullable: boolean
+  hasDefault: boolean
+}
+
+/** The features' tables and their columns; the migrations' own bookkeeping left out. */
+type Schema = Map<string, Map<string, Column>>
+
+const BOOKKEEPING = new Set(['schema_migrations', 'schema_migrations_lock', 'schema_compatibility'])
+
+async function schemaOf(env: Record<string, string>): Promise<Schema> {
+  const rows = await withKysely(env, async (db) => {
+    if (loadConfig(env).database.engine === 'sqlite') {
+      const tables = await sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`.execute(db)
+      const columns = await Promise.all(
+        tables.rows.map(async ({ name: table }) =>
+          (
+            await sql<{ name: string; type: string; notnull: number; dflt_value: unknown; pk: number }>`SELECT * FROM pragma_table_info(${table})`.execute(db)
+          ).rows.map((column) => ({ table, name: column.name, type: column.type.toUpperCase(), nullable: column.notnull === 0, hasDefault: column.dflt_value !== null || column.pk > 0 })),
+        ),
+      )
+      return columns.flat()
+    }
+    const columns = await sql<{ table_name: string; column_name: string; data_type: string; is_nullable: string; column_default: string | null }>`
+      SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns WHERE table_schema = current_schema()`.execute(db)
+    return columns.rows.map((column) => ({
+      table: column.table_name,
+      name: column.column_name,
+      type: column.data_type,
+      nullable: column.is_nullable === 'YES',
+      hasDefault: column.column_default !== null,
+    }))
+  })
+  const schema: Schema = new Map()
+  for (const { table, name, ...column } of rows.filter((row) => !BOOKKEEPING.has(row.table))) {
+    schema.set(table, (schema.get(table) ?? new Map<string, Column>()).set(name, column))
+  }
+  return schema
+}
+
+/**
+ * What in going from `before` to `after` would break a release that knows only `before`: a table or column
+ * it reads gone (dropped or renamed), a column's type changed, one it may leave out made NOT NULL, or a NOT
+ * NULL column without a default added where it inserts. A change of meaning cannot be seen here: its
+ * migration must be marked by whoever writes it (docs/development.md, "Changing the schema").
+ */
+function breakingChanges(before: Schema, after: Schema): string[] {
+  const changes: string[] = []
+  for (const [table, columns] of before) {
+    const now = after.get(table)
+    if (now === undefined) {
+      changes.push(`drops table ${table}`)
+      continue
+    }
+    for (const [name, column] of columns) {
+      const later = now.get(name)
+      if (later === undefined) changes.push(`drops ${table}.${name}`)
+      else if (later.type !== column.type) changes.push(`changes the type of ${table}.${name}`)
+      else if (column.nullable && !later.nullable) changes.push(`makes ${table}.${name} NOT NULL`)
+      else if (column.hasDefault && !later.hasDefault) changes.push(`drops the default of ${table}.${name}`)
+    }
+    for (const [name, column] of now) {
+      if (!columns.has(name) && !column.nullable && !column.hasDefault) changes.push(`adds ${table}.${name} NOT NULL without a default`)
+    }
+  }
+  return changes
+}
+
+for (const engine of DIRECT_ENGINES) {
+  describe(`each migration, as the release before it sees the schema (${engine})`, () => {
+    it('only adds, unless it is marked as breaking', async (t) => {
+      const database = await createTestDatabase(engine, trackedTempDir('petstore-compatibility-'))
+      t.after(() => database.drop())
+      const migrations = Object.entries(migrationsOf(engine))
+      let before: Schema = new Map()
+      for (const [index, [name, migration]] of migrations.entries()) {
+        await withKysely(database.env, (db) => runMigrations(db, Object.fromEntries(migrations.slice(0, index + 1)), []))
+        const after = await schemaOf(database.env)
+        if (migration.breaks === undefined) assert.deepEqual(breakingChanges(before, after), [], `${name} breaks the release before it, unmarked`)
+        before = after
+      }
+      assert.ok(before.get('pets')?.has('category_id'), 'the schema was read')
+    })
+
+    // The check above must be able to fail: each of these, unmarked, is caught; the last only adds.
+    const changes: [string, string, string[]][] = [
+      ['drops a column', 'ALTER TABLE deprecated_calls DROP COLUMN first_seen', ['drops deprecated_calls.first_seen']],
+      ['renames a column', 'ALTER TABLE pets RENAME COLUMN name TO title', ['drops pets.name', 'adds pets.title NOT NULL without a default']],
+      ['renames a table', 'ALTER TABLE deprecated_calls RENAME TO getpet_calls', ['drops table deprecated_calls']],
+      ...(engine === 'postgres'
+        ? ([
+            ['makes a column required', 'ALTER TABLE pets ALTER COLUMN status SET NOT NULL', ['makes pets.status NOT NULL']],
+            ['adds a required column without a default', 'ALTER TABLE pets ADD COLUMN weight integer NOT NULL', ['adds pets.weight NOT NULL without a default']],
+            ['changes a type', 'ALTER TABLE pets ALTER COLUMN name TYPE varchar(50)', ['changes the type of pets.name']],
+          ] satisfies [string, string, string[]][])
+        : []),
+      ['adds a required column with a default', 'ALTER TABLE pets ADD COLUMN weight INTEGER NOT NULL DEFAULT 0', []],
+    ]
+    for (const [what, statement, expected] of changes) {
+      it(`${expected.length === 0 ? 'lets pass' : 'catches'} a migration that ${what}`, async (t) => {
+        const database = await createTestDatabase(engine, trackedTempDir('petstore-compatibility-'))
+        t.after(() => database.drop())
+        await withKysely(database.env, (db) => runMigrations(db, migrationsOf(engine), []))
+        const before = await schemaOf(database.env)
+        await withKysely(database.env, (db) => sql.raw(statement).execute(db))
+        assert.deepEqual(breakingChanges(before, await schemaOf(database.env)), expected)
+      })
+    }
+  })
+}

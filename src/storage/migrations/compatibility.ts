@@ -78,6 +78,6 @@ export function assertAllowed(state: MigrationState, release: string): void {
 export function unknownMigrationsWarning(unknown: readonly string[]): string {
   return (
     `the database has migrations this release does not know, applied by a newer release: ${unknown.join(', ')}. ` +
-    'None is marked as breaking, so this release runs on their schema (docs/deploying.md, "Upgrading")'
+    'None is marked as breaking, so this release runs on their schema (docs/upgrading.md)'
   )
 }
