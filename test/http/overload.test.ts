@@ -208,10 +208,11 @@ describe('a real server driven past its capacity (SQLite)', () => {
   // @fastify/under-pressure sheds once the mean turn of the server's loop, less its 10 ms resolution, is over
   // the threshold; a turn serves what the open connections have sent meanwhile. How many connections make a
   // turn that long depends on the machine: a fast quiet one served 400 without shedding (issue 44). So the
-  // connections double, stage by stage, until the service sheds: a fast machine needs more of them, a slow
-  // one sheds at the first stage. A service that never sheds fails at the last stage.
+  // connections double, stage by stage, until the service sheds and still serves some: a fast machine needs
+  // more of them, a slow one sheds at the first stage, and one starved by other work may need fewer. A service
+  // that never sheds fails at 3,200 connections, one that refuses everything at 25.
   const THRESHOLD_MS = 5
-  const STAGES = [400, 800, 1_600, 3_200]
+  const FIRST_STAGE = 400
   const STAGE_SECONDS = 5
   const URL_PATH = '/v1/pets?limit=20'
   let server: ServerProcess | undefined
@@ -395,8 +396,8 @@ describe('a real server driven past its capacity (SQLite)', () => {
   it('serves some requests with a bounded p99 and refuses the rest at once with 503 and Retry-After; nothing else fails, memory stays bounded, /healthz answers and /readyz fails; it serves normally as soon as the load stops', async (t) => {
     const stages: Awaited<ReturnType<typeof stage>>['figures'][] = []
     let refused = 0
-    let shed = false
-    for (const connections of STAGES) {
+    let found = false
+    for (let connections = FIRST_STAGE; ; ) {
       const { figures, result, tally, probes, rssGrowthKb } = await stage(connections)
       stages.push(figures)
       refused += tally.refusedMs.length
@@ -409,7 +410,7 @@ describe('a real server driven past its capacity (SQLite)', () => {
       assert.deepEqual(Object.keys(tally.statuses).filter((status) => status !== '200' && status !== '503'), [], all)
       assert.deepEqual(tally.malformedRefusals, [], all)
       // The served requests and the refusals waited their turn alike, never for long.
-      assert.ok(figures.servedP99Ms < 5_000, all)
+      assert.ok(tally.servedMs.length === 0 || figures.servedP99Ms < 5_000, all)
       assert.ok(tally.refusedMs.length === 0 || figures.refusedP99Ms < 5_000, all)
       assert.ok(probes.length > 0, all)
       for (const probe of probes.filter(({ path }) => path === '/healthz')) assert.equal(probe.status, 200, all)
@@ -418,13 +419,19 @@ describe('a real server driven past its capacity (SQLite)', () => {
       assert.ok(figures.recoveredAfterLoadMs < 5_000, all)
 
       // Shed: some requests refused, and readiness said overloaded at least once.
-      shed = tally.refusedMs.length > 0 && probes.some(({ path, status, code }) => path === '/readyz' && status === 503 && code === 'overloaded')
-      if (shed) {
-        assert.ok(tally.servedMs.length > 0, `nothing was served: ${all}`)
+      const shed = tally.refusedMs.length > 0 && probes.some(({ path, status, code }) => path === '/readyz' && status === 503 && code === 'overloaded')
+      if (shed && tally.servedMs.length > 0) {
+        found = true
         break
       }
+      // Under-pressure sheds all or nothing for a sample, so a machine starved by other work can spend a
+      // whole stage refusing, when only refusals fit: the load is halved then, as it is doubled when nothing
+      // was shed. A load met twice means there is none between shedding nothing and serving nothing.
+      const next = shed ? connections / 2 : connections * 2
+      if (next < FIRST_STAGE / 16 || next > FIRST_STAGE * 8 || stages.some((done) => done.connections === next)) break
+      connections = next
     }
-    assert.ok(shed, `${STAGES.at(-1)} connections were not shed, or /readyz never said overloaded: ${JSON.stringify(stages)}`)
+    assert.ok(found, `no load from ${FIRST_STAGE / 16} to ${FIRST_STAGE * 8} connections was both served in part and shed: ${JSON.stringify(stages)}`)
 
     const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
     assert.ok(scraped(metrics, 'petstore_overload_rejections_total{reason="event-loop-delay"}') >= refused, metrics)
