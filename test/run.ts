@@ -53,6 +53,7 @@ const PROCESS_TESTS = [
   'process/runtime.test.ts',
   'process/shutdown-under-load.test.ts',
   'storage/backup.test.ts',
+  'storage/private-files.test.ts',
   'storage/durability.test.ts',
   'storage/fleet.test.ts',
   'storage/migrations.test.ts',
