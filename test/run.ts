@@ -48,6 +48,7 @@ const PROCESS_TESTS = [
   'package.test.ts',
   'process/probes.test.ts',
   'process/burst.test.ts',
+  'process/connection-bounds.test.ts',
   'process/life.test.ts',
   'readme.test.ts',
   'process/runtime.test.ts',
@@ -78,6 +79,7 @@ const ONCE_TESTS = [
   'ops/nginx.test.ts',
   'package.test.ts',
   'process/burst.test.ts',
+  'process/connection-bounds.test.ts',
   'readme.test.ts',
 ]
 
