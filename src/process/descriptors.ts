@@ -15,12 +15,13 @@ import { Counter, type Registry } from 'prom-client'
 
 /**
  * Descriptors kept for all but the connections: stdio, each thread's event loop (main, the probe
- * thread, the shutdown watchdog), the listening sockets (sixteen on the API port, one on the metrics
- * port), SQLite's database, -wal and -shm and a temporary file, the certificate pair while it is read
- * again, Redis, the OTLP exporter, /proc read by the process metrics. A PostgreSQL pool's connections
- * come on top.
+ * thread, the shutdown watchdog) and its pipes, the listening sockets (sixteen on the API port, one on
+ * the metrics port), SQLite's database, -wal and -shm and a temporary file, the certificate pair while it
+ * is read again, Redis, the OTLP exporter, /proc read by the process metrics, with a margin for what
+ * opens later (docs/observing.md gives what an idle process holds). A PostgreSQL pool's connections come
+ * on top.
  */
-export const RESERVED_DESCRIPTORS = 64
+export const RESERVED_DESCRIPTORS = 128
 
 /** The operations port serves probes and scrapes: a few connections each, never the API's load. */
 const OPERATIONS_SHARE = 8

@@ -36,14 +36,15 @@ describe('descriptors', () => {
       [1_024, 10],
       [65_536, 100],
       [80, 0],
+      [130, 10],
     ] as const) {
       const caps = connectionCaps(limit, pool)
       assert.ok(caps.api + caps.operations <= Math.max(2, limit - RESERVED_DESCRIPTORS - pool), `${limit}, ${pool}: ${JSON.stringify(caps)}`)
       assert.ok(caps.api >= 1 && caps.operations >= 1)
       assert.ok(caps.operations <= 64)
     }
-    assert.deepEqual(connectionCaps(1_024, 0), { api: 896, operations: 64 })
-    assert.deepEqual(connectionCaps(256, 0), { api: 168, operations: 24 })
+    assert.deepEqual(connectionCaps(1_024, 0), { api: 832, operations: 64 })
+    assert.deepEqual(connectionCaps(256, 0), { api: 112, operations: 16 })
     assert.equal(connectionCaps(Number.POSITIVE_INFINITY).api, Number.POSITIVE_INFINITY)
   })
 
