@@ -15,10 +15,11 @@ interface Outcome {
 /** What the authentication hook asks of the limits. */
 export interface RateLimits {
   /**
-   * Refuses, before any key lookup, an address that failed authentication too often: undefined when
-   * the address is known not to have failed (nothing to wait for), else a promise that rejects over the limit.
+   * Refuses, before any key lookup, an address that failed authentication too often, unless `exempt()`
+   * (asked only then): undefined when the address is known not to have failed (nothing to wait for), else
+   * a promise that rejects over the limit.
    */
-  guardFailedAuth(request: FastifyRequest): Promise<void> | undefined
+  guardFailedAuth(request: FastifyRequest, exempt: () => boolean): Promise<void> | undefined
   /** Counts a failed authentication; the 429 to send instead of 401 once over the limit. */
   recordFailedAuth(request: FastifyRequest): Promise<ApiError | undefined>
   /** Counts a request of the authenticated key, sets the RateLimit headers, throws 429 over the limit. */
@@ -108,11 +109,11 @@ export async function registerRateLimits(
   const perKeyPolicy = policyHeader('per-key', perKeyPerMinute)
 
   return {
-    guardFailedAuth(request) {
+    guardFailedAuth(request, exempt) {
       if (failedAuthPerMinute === 0 || failing?.clean(request.ip) === true) return undefined
       return check(failedAuth, request, false).then((outcome) => {
         // After `max` failures the next one counts as over; an address already over is refused.
-        if (outcome.isExceeded) {
+        if (outcome.isExceeded && !exempt()) {
           countRateLimited('failed-auth')
           throw tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage)
         }
