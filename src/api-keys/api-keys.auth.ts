@@ -78,7 +78,8 @@ export function createAuthenticate(
     // An address over the failed-authentication limit is still served with a key this process has seen
     // authenticate: behind NAT, or a proxy TRUST_PROXY does not name, one client's bad keys would
     // otherwise lock every caller of that address out. Any other key is refused before its lookup, which
-    // is what the limit saves (guessing a key is hopeless either way): ADR 6.
+    // is what the limit saves (guessing a key is hopeless either way), but for one lookup a second per
+    // address, so that a new key gets in (api-keys.rate-limit.ts): ADR 6.
     const guarded = limits.guardFailedAuth(request, () => token !== undefined && apiKeys.isKnown(token))
     if (guarded === undefined) identify(request, reply, token, done)
     else guarded.then(() => identify(request, reply, token, done), done)

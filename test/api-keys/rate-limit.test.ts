@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { LIMITED_LOOKUP_MS } from '../../src/api-keys/api-keys.rate-limit.js'
 import { KEY_RECHECK_MS, createApiKeysService } from '../../src/api-keys/api-keys.service.js'
 import { buildTestApp, errorBody, type TestApp, useTestApp } from '../helper.js'
 import { freePort } from '../processes.js'
@@ -55,9 +56,16 @@ describe('failed authentication limit per client address', () => {
     assert.equal(errorBody(limited).code, 'rate_limited')
     assert.equal(limited.headers['ratelimit-policy'], '"failed-auth";q=3;w=60')
     assert.ok(Number(limited.headers['retry-after']) >= 1)
-    // Never looked up here: a guess that happens to be right is not told apart from a wrong one.
+    // The address's one lookup of the second goes to the next bad key; until the next second, a key
+    // never looked up here is refused unread, so a guess that happens to be right is not told apart.
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.1')).statusCode, 429)
     const unseen = await fx.testApp.createKey({ name: 'unseen' })
     assert.equal((await list(fx.testApp, unseen, '198.51.100.1')).statusCode, 429)
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.1')).statusCode, 429)
+    // A second later the address has a lookup again: a new key (after retries with a revoked one, say) gets in.
+    fx.testApp.clock.advance(LIMITED_LOOKUP_MS)
+    assert.equal((await list(fx.testApp, unseen, '198.51.100.1')).statusCode, 200)
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.1')).statusCode, 429)
   })
 
   it('serves, from an address over the limit, a key that authenticated in this process, with its own limit’s headers', async () => {
@@ -101,6 +109,7 @@ describe('failed authentication limit per client address', () => {
       assert.equal((await list(fx.testApp, wrong, address)).statusCode, 401)
     }
     for (let i = 0; i < 3; i++) assert.equal((await list(fx.testApp, wrong, '198.51.100.4')).statusCode, 401)
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.4')).statusCode, 429)
     assert.equal((await list(fx.testApp, wrong, '198.51.100.4')).statusCode, 429)
     assert.equal((await list(fx.testApp, await fx.testApp.createKey({ name: 'new' }), '198.51.100.4')).statusCode, 429)
     assert.equal((await list(fx.testApp, fx.key, '198.51.100.5')).statusCode, 200)
