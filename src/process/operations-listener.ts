@@ -18,6 +18,7 @@ import {
   newHeartbeat,
   toProbeAnswer,
 } from './probes.js'
+import { REQUEST_ID } from '../http/header-names.js'
 
 /** The metrics endpoint's own listener. */
 export interface MetricsListener {
@@ -57,7 +58,7 @@ export function reportToPrimary(metrics: Metrics): void {
 }
 
 // What a readiness answer may carry over; the rest (Connection, Content-Length…) belongs to its own exchange.
-const PROBE_HEADERS = ['content-type', 'cache-control', 'retry-after', 'x-request-id'] as const
+const PROBE_HEADERS = ['content-type', 'cache-control', 'retry-after', REQUEST_ID] as const
 
 /** Answers `GET /readyz` for the metrics port. */
 export type Readiness = () => Promise<ProbeAnswer>
