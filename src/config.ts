@@ -1,7 +1,6 @@
 import { lookup } from 'node:dns/promises'
 import net from 'node:net'
 import path from 'node:path'
-import { GET_PET_SUNSET } from './deprecations/deprecations.policy.js'
 
 const ENVIRONMENTS = ['production', 'staging'] as const
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
@@ -179,7 +178,7 @@ export const CONFIG_VARIABLES = {
     default: 'true',
   },
   GETPET_DEPRECATED_AT: {
-    describe: `ISO 8601 instant getPet was deprecated (the \`Deprecation\` header), no later than its sunset ${GET_PET_SUNSET.toISOString()}`,
+    describe: 'ISO 8601 instant getPet was deprecated (the `Deprecation` header), no later than its sunset (`serve` refuses a later one)',
     default: '2026-11-22T00:00:00Z',
   },
   SHUTDOWN_TIMEOUT_MS: {
@@ -348,7 +347,7 @@ export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
     servers: Object.freeze(servers),
     logLevel: oneOf(env, 'LOG_LEVEL'),
     logClientAddress: oneOf(env, 'LOG_CLIENT_ADDRESS') === 'true',
-    getPetDeprecatedAt: deprecatedAtVar(env),
+    getPetDeprecatedAt: instantVar(env, 'GETPET_DEPRECATED_AT'),
     shutdownTimeoutMs: integerVar(env, 'SHUTDOWN_TIMEOUT_MS'),
     shutdownDrainMs: integerVar(env, 'SHUTDOWN_DRAIN_MS'),
     rateLimits: Object.freeze({
@@ -691,18 +690,6 @@ function instantVar(env: Env, name: WithDefault): Date {
   const date = new Date(text)
   if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(date.getTime())) {
     throw new ConfigError(name, `must be an ISO 8601 date-time such as 2026-11-22T00:00:00Z, got "${text}"`)
-  }
-  return date
-}
-
-/** RFC 9745 puts a sunset no earlier than the deprecation it ends; getPet's sunset is not a setting, so this one gives way. */
-function deprecatedAtVar(env: Env): Date {
-  const date = instantVar(env, 'GETPET_DEPRECATED_AT')
-  if (date > GET_PET_SUNSET) {
-    throw new ConfigError(
-      'GETPET_DEPRECATED_AT',
-      `must not be later than the sunset of getPet, ${GET_PET_SUNSET.toISOString()} (fixed by the specification), got "${textOrDefault(env, 'GETPET_DEPRECATED_AT')}"`,
-    )
   }
   return date
 }

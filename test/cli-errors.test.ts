@@ -269,7 +269,7 @@ describe('petstore serve, naming the variable of each start-up failure', () => {
     'GETPET_DEPRECATED_AT after the sunset': () => ({
       env: { GETPET_DEPRECATED_AT: '2031-01-01T00:00:00Z' },
       stderr:
-        'petstore: invalid configuration: GETPET_DEPRECATED_AT must not be later than the sunset of getPet, 2030-12-05T00:00:00.000Z (fixed by the specification), got "2031-01-01T00:00:00Z"\n',
+        'petstore: invalid configuration: GETPET_DEPRECATED_AT must not be later than the sunset of getPet, 2030-12-05T00:00:00.000Z (fixed by the specification), got "2031-01-01T00:00:00.000Z"\n',
       code: 1,
     }),
     'PostgreSQL, a wrong password': () => {

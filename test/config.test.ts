@@ -4,6 +4,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import Fastify from 'fastify'
 import { CONFIG_NAMES, CONFIG_VARIABLES, type ConfigVariable, ConfigError, checkHostsResolve, loadConfig, trustProxyWarning, variableDefault, variableRange } from '../src/config.js'
+import { checkGetPetDeprecatedAt } from '../src/deprecations/deprecations.policy.js'
 import { ROOT } from './helper.js'
 
 describe('configuration', () => {
@@ -97,7 +98,6 @@ describe('configuration', () => {
     ['PUBLIC_BASE_URL', 'https://user@api.example.com'],
     ['PRODUCTION_BASE_URL', 'https://user:hunter2@api.example.com'],
     ['STAGING_BASE_URL', 'https://:hunter2@staging.example.com'],
-    ['GETPET_DEPRECATED_AT', '2030-12-05T00:00:00.001Z'],
     ['REQUEST_TIMEOUT_MS', '10'],
     ['HEADERS_TIMEOUT_MS', '20000'],
     ['KEEP_ALIVE_TIMEOUT_MS', '0'],
@@ -191,15 +191,19 @@ describe('configuration', () => {
     }
   })
 
-  it('refuses a GETPET_DEPRECATED_AT later than the sunset, naming both, and accepts one at the sunset', () => {
-    assert.throws(
-      () => loadConfig({ GETPET_DEPRECATED_AT: '2031-01-01T00:00:00Z' }, '/'),
-      (error: unknown) =>
-        error instanceof ConfigError &&
-        error.message ===
-          'GETPET_DEPRECATED_AT must not be later than the sunset of getPet, 2030-12-05T00:00:00.000Z (fixed by the specification), got "2031-01-01T00:00:00Z"',
-    )
-    assert.equal(loadConfig({ GETPET_DEPRECATED_AT: '2030-12-05T00:00:00Z' }, '/').getPetDeprecatedAt.toISOString(), '2030-12-05T00:00:00.000Z')
+  it('refuses a GETPET_DEPRECATED_AT later than the sunset, naming both, and accepts one at the sunset (the check serve makes)', () => {
+    for (const late of ['2031-01-01T00:00:00Z', '2030-12-05T00:00:00.001Z']) {
+      assert.throws(
+        () => checkGetPetDeprecatedAt(loadConfig({ GETPET_DEPRECATED_AT: late }, '/')),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.message ===
+            `GETPET_DEPRECATED_AT must not be later than the sunset of getPet, 2030-12-05T00:00:00.000Z (fixed by the specification), got "${new Date(late).toISOString()}"`,
+      )
+    }
+    const atSunset = loadConfig({ GETPET_DEPRECATED_AT: '2030-12-05T00:00:00Z' }, '/')
+    checkGetPetDeprecatedAt(atSunset)
+    assert.equal(atSunset.getPetDeprecatedAt.toISOString(), '2030-12-05T00:00:00.000Z')
   })
 
   it('warns at start that TRUST_PROXY=true lets any client make up its address, naming the fix; not for addresses or hops', () => {

@@ -8,10 +8,12 @@ import { describe, it } from 'node:test'
 const SRC = path.join(import.meta.dirname, '..', 'src')
 
 /** Plumbing: what every layer may use, and which uses no feature and nothing that composes them. */
-const PLUMBING = ['shared', 'storage', 'http', 'tracing', 'logger.ts', 'errors.ts']
+const PLUMBING = ['shared', 'storage', 'http', 'tracing', 'logger.ts', 'errors.ts', 'config.ts']
 const FEATURES = ['pets', 'api-keys', 'idempotency', 'deprecations', 'copy']
 /** What composes the features: the repositories on an engine, the app, the process, the commands. */
 const COMPOSITION = ['repositories.ts', 'app.ts', 'process', 'cli', 'cli.ts']
+/** A feature's own command: composition kept beside the feature it commands, by name. */
+const FEATURE_COMMANDS = ['api-keys/keys.cli.ts', 'deprecations/deprecations.cli.ts', 'copy/copy.cli.ts']
 
 function sourceFiles(dir: string): string[] {
   return fs
@@ -30,6 +32,17 @@ function importsOf(file: string): string[] {
 const top = (relative: string) => relative.split(path.sep)[0] ?? ''
 
 describe('the layers of src/', () => {
+  it('give every entry at the top of src/ exactly one layer', () => {
+    const layered = [...PLUMBING, ...FEATURES, ...COMPOSITION]
+    assert.deepEqual(
+      fs.readdirSync(SRC).filter((entry) => layered.filter((named) => named === entry).length !== 1),
+      [],
+      'an entry in no layer (or in two): add it to PLUMBING, FEATURES or COMPOSITION',
+    )
+    assert.deepEqual(layered.filter((entry) => !fs.existsSync(path.join(SRC, entry))), [], 'a layer names an entry that is gone')
+    assert.deepEqual(FEATURE_COMMANDS.filter((file) => !fs.existsSync(path.join(SRC, file))), [], 'a feature command that is gone')
+  })
+
   it('keep plumbing free of every feature and of what composes them', () => {
     const plumbing = PLUMBING.flatMap((entry) => (entry.endsWith('.ts') ? [path.join(SRC, entry)] : sourceFiles(path.join(SRC, entry))))
     assert.ok(plumbing.length > 40, `only ${plumbing.length} plumbing files found`)
@@ -45,8 +58,7 @@ describe('the layers of src/', () => {
     const edges = new Map<string, Set<string>>()
     const crossings: string[] = []
     for (const feature of FEATURES) {
-      // A feature's command (`keys.cli.ts`) is composition kept beside the feature it commands.
-      for (const file of sourceFiles(path.join(SRC, feature)).filter((file) => !file.endsWith('.cli.ts'))) {
+      for (const file of sourceFiles(path.join(SRC, feature)).filter((file) => !FEATURE_COMMANDS.includes(path.relative(SRC, file)))) {
         for (const imported of importsOf(file)) {
           const to = top(imported)
           if (COMPOSITION.includes(to)) crossings.push(`${path.relative(SRC, file)} imports ${imported}`)

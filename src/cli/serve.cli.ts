@@ -1,6 +1,7 @@
 import { isWorker, parseWorkers, runPrimary } from '../process/workers.js'
 import { CONFIG_NAMES, type Config, checkHostsResolve, describeVariable, listenFailure, loadConfig, trustProxyWarning } from '../config.js'
 import { clearTextWarning, readCertificatePair } from '../http/tls.js'
+import { checkGetPetDeprecatedAt } from '../deprecations/deprecations.policy.js'
 import { createLogger } from '../logger.js'
 import { releaseVersion } from '../shared/release.js'
 import { closeOnSignals, startServer, stopWithNpm, waitForPorts } from '../process/server.js'
@@ -27,6 +28,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<'serving'
     throw new UsageError(`--workers must be a number from 1 to 256 or "auto", got "${values.workers}"`, 'serve')
   }
   const config = loadConfig(io.env, io.cwd)
+  checkGetPetDeprecatedAt(config)
   await checkHostsResolve(config)
   const logger = createLogger(config)
   if (!isWorker()) logger.info({ version: releaseVersion(), node: process.version }, `petstore ${releaseVersion()} starting`)
