@@ -210,8 +210,10 @@ describe('a real server driven past its capacity (SQLite)', () => {
   // turn that long depends on the machine: a fast quiet one served 400 without shedding (issue 44). So the
   // connections double, stage by stage, until the service sheds and still serves some: a fast machine needs
   // more of them, a slow one sheds at the first stage, and one starved by other work may need fewer. A service
-  // that never sheds fails at 3,200 connections, one that refuses everything at 25.
-  const THRESHOLD_MS = 5
+  // that never sheds fails at 6,400 connections, one that refuses everything at 25. The threshold is well
+  // above what a process at rest reads on a busy machine, whose other work delays its timers too: below
+  // that, the service sheds without any load and cannot be seen to recover.
+  const THRESHOLD_MS = 25
   const FIRST_STAGE = 400
   const STAGE_SECONDS = 5
   const URL_PATH = '/v1/pets?limit=20'
@@ -231,7 +233,7 @@ describe('a real server driven past its capacity (SQLite)', () => {
     const created = await runCli(['keys', 'create', '--name', 'load', '--json'], env, dir, { rejectOnFailure: true })
     key = (JSON.parse(created.stdout) as { key: string }).key
     server = await startServer(env, dir)
-    // The pets the load reads. A 5 ms threshold is crossed by a process just started on a busy machine, so a
+    // The pets the load reads. The threshold may be crossed by a process just started on a busy machine, so a
     // create refused as overloaded is sent again, as a client would: the seeding is not what is tested.
     const deadline = performance.now() + 30_000
     for (let i = 0; i < 20; i++) {
@@ -428,10 +430,10 @@ describe('a real server driven past its capacity (SQLite)', () => {
       // whole stage refusing, when only refusals fit: the load is halved then, as it is doubled when nothing
       // was shed. A load met twice means there is none between shedding nothing and serving nothing.
       const next = shed ? connections / 2 : connections * 2
-      if (next < FIRST_STAGE / 16 || next > FIRST_STAGE * 8 || stages.some((done) => done.connections === next)) break
+      if (next < FIRST_STAGE / 16 || next > FIRST_STAGE * 16 || stages.some((done) => done.connections === next)) break
       connections = next
     }
-    assert.ok(found, `no load from ${FIRST_STAGE / 16} to ${FIRST_STAGE * 8} connections was both served in part and shed: ${JSON.stringify(stages)}`)
+    assert.ok(found, `no load from ${FIRST_STAGE / 16} to ${FIRST_STAGE * 16} connections was both served in part and shed: ${JSON.stringify(stages)}`)
 
     const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
     assert.ok(scraped(metrics, 'petstore_overload_rejections_total{reason="event-loop-delay"}') >= refused, metrics)
