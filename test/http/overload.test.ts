@@ -7,7 +7,7 @@ import { ERROR_DESCRIPTIONS } from '../../src/errors.js'
 import { OVERLOAD_RETRY_AFTER_S } from '../../src/http/load-shedding.js'
 import { createMetrics, type Metrics } from '../../src/http/metrics.js'
 import { procStatusKb, round } from '../../scripts/petstore-process.js'
-import { DIRECT_ENGINES, type TestApp, errorBody, sqliteDatabaseEnv, useTestApp } from '../helper.js'
+import { DIRECT_ENGINES, type TestApp, buildTestApp, errorBody, sqliteDatabaseEnv, useTestApp } from '../helper.js'
 import {
   type ServerProcess,
   cleanupProcesses,
@@ -135,11 +135,30 @@ for (const engine of DIRECT_ENGINES) {
 }
 
 describe('load shedding while the app starts', () => {
-  const fx = useTestApp('sqlite', { env: { ...NO_RATE_LIMITS, OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '40' } })
-
   it('sheds nothing in the first moments after the app is ready, when starting has lagged the loop', async () => {
-    await lagEventLoop(500, 100)
-    assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+    // Shedding is armed three samples after the app is ready (load-shedding.ts): only a request sent before
+    // then proves anything, and a machine that other work kept from sending it in time tries a new app.
+    const window = 700
+    const late: number[] = []
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const testApp = await buildTestApp('sqlite', { env: { ...NO_RATE_LIMITS, OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '40' } })
+      try {
+        const readyAt = performance.now()
+        const key = await testApp.createKey()
+        await lagEventLoop(400, 100)
+        const sentAfterMs = performance.now() - readyAt
+        const response = await testApp.request(key, { method: 'GET', url: '/v1/pets' })
+        if (sentAfterMs > window) {
+          late.push(Math.round(sentAfterMs))
+          continue
+        }
+        assert.equal(response.statusCode, 200, response.body)
+        return
+      } finally {
+        await testApp.close()
+      }
+    }
+    assert.fail(`no request could be sent within ${window} ms of the app being ready: after ${late.join(', ')} ms`)
   })
 })
 
