@@ -7,7 +7,7 @@ import { ERROR_DESCRIPTIONS } from '../../src/errors.js'
 import { OVERLOAD_RETRY_AFTER_S } from '../../src/http/load-shedding.js'
 import { createMetrics, type Metrics } from '../../src/http/metrics.js'
 import { procStatusKb, round } from '../../scripts/petstore-process.js'
-import { DIRECT_ENGINES, type TestApp, errorBody, sqliteDatabaseEnv, useTestApp } from '../helper.js'
+import { DIRECT_ENGINES, type TestApp, buildTestApp, errorBody, sqliteDatabaseEnv, useTestApp } from '../helper.js'
 import {
   type ServerProcess,
   cleanupProcesses,
@@ -135,11 +135,30 @@ for (const engine of DIRECT_ENGINES) {
 }
 
 describe('load shedding while the app starts', () => {
-  const fx = useTestApp('sqlite', { env: { ...NO_RATE_LIMITS, OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '40' } })
-
   it('sheds nothing in the first moments after the app is ready, when starting has lagged the loop', async () => {
-    await lagEventLoop(500, 100)
-    assert.equal((await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
+    // Shedding is armed three samples after the app is ready (load-shedding.ts): only a request sent before
+    // then proves anything, and a machine that other work kept from sending it in time tries a new app.
+    const window = 700
+    const late: number[] = []
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const testApp = await buildTestApp('sqlite', { env: { ...NO_RATE_LIMITS, OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '40' } })
+      try {
+        const readyAt = performance.now()
+        const key = await testApp.createKey()
+        await lagEventLoop(400, 100)
+        const sentAfterMs = performance.now() - readyAt
+        const response = await testApp.request(key, { method: 'GET', url: '/v1/pets' })
+        if (sentAfterMs > window) {
+          late.push(Math.round(sentAfterMs))
+          continue
+        }
+        assert.equal(response.statusCode, 200, response.body)
+        return
+      } finally {
+        await testApp.close()
+      }
+    }
+    assert.fail(`no request could be sent within ${window} ms of the app being ready: after ${late.join(', ')} ms`)
   })
 })
 
@@ -210,8 +229,10 @@ describe('a real server driven past its capacity (SQLite)', () => {
   // turn that long depends on the machine: a fast quiet one served 400 without shedding (issue 44). So the
   // connections double, stage by stage, until the service sheds and still serves some: a fast machine needs
   // more of them, a slow one sheds at the first stage, and one starved by other work may need fewer. A service
-  // that never sheds fails at 3,200 connections, one that refuses everything at 25.
-  const THRESHOLD_MS = 5
+  // that never sheds fails at 6,400 connections, one that refuses everything at 25. The threshold is well
+  // above what a process at rest reads on a busy machine, whose other work delays its timers too: below
+  // that, the service sheds without any load and cannot be seen to recover.
+  const THRESHOLD_MS = 25
   const FIRST_STAGE = 400
   const STAGE_SECONDS = 5
   const URL_PATH = '/v1/pets?limit=20'
@@ -231,7 +252,7 @@ describe('a real server driven past its capacity (SQLite)', () => {
     const created = await runCli(['keys', 'create', '--name', 'load', '--json'], env, dir, { rejectOnFailure: true })
     key = (JSON.parse(created.stdout) as { key: string }).key
     server = await startServer(env, dir)
-    // The pets the load reads. A 5 ms threshold is crossed by a process just started on a busy machine, so a
+    // The pets the load reads. The threshold may be crossed by a process just started on a busy machine, so a
     // create refused as overloaded is sent again, as a client would: the seeding is not what is tested.
     const deadline = performance.now() + 30_000
     for (let i = 0; i < 20; i++) {
@@ -428,17 +449,19 @@ describe('a real server driven past its capacity (SQLite)', () => {
       // whole stage refusing, when only refusals fit: the load is halved then, as it is doubled when nothing
       // was shed. A load met twice means there is none between shedding nothing and serving nothing.
       const next = shed ? connections / 2 : connections * 2
-      if (next < FIRST_STAGE / 16 || next > FIRST_STAGE * 8 || stages.some((done) => done.connections === next)) break
+      if (next < FIRST_STAGE / 16 || next > FIRST_STAGE * 16 || stages.some((done) => done.connections === next)) break
       connections = next
     }
-    assert.ok(found, `no load from ${FIRST_STAGE / 16} to ${FIRST_STAGE * 8} connections was both served in part and shed: ${JSON.stringify(stages)}`)
+    assert.ok(found, `no load from ${FIRST_STAGE / 16} to ${FIRST_STAGE * 16} connections was both served in part and shed: ${JSON.stringify(stages)}`)
 
     const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
     assert.ok(scraped(metrics, 'petstore_overload_rejections_total{reason="event-loop-delay"}') >= refused, metrics)
-    // A refusal costs the service next to nothing: it is answered before any work is done.
+    // A refusal costs the service next to nothing: it is answered before any work is done, not after a wait in
+    // a queue, which would hold most of them. A process that other work keeps from the CPU is paused now and
+    // then in the middle of one, so a few may take longer.
     const shedSeries = 'petstore_http_request_duration_seconds_bucket{le="%",method="GET",route="/v1/pets",status="503"}'
     const shedTotal = scraped(metrics, shedSeries.replace('%', '+Inf'))
     const shedWithin10ms = scraped(metrics, shedSeries.replace('%', '0.01'))
-    assert.ok(shedTotal > 0 && shedWithin10ms >= 0.99 * shedTotal, `${shedWithin10ms} of ${shedTotal} refusals within 10 ms: ${JSON.stringify(stages)}`)
+    assert.ok(shedTotal > 0 && shedWithin10ms >= 0.9 * shedTotal, `${shedWithin10ms} of ${shedTotal} refusals within 10 ms: ${JSON.stringify(stages)}`)
   })
 })

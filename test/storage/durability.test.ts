@@ -63,9 +63,15 @@ function petId(body: string): number {
   return (JSON.parse(body) as { id: number }).id
 }
 
+/**
+ * A test's own bound, on a hang rather than on speed: each starts, stops and restarts servers and CLI
+ * commands, which a machine busy with other work does slowly.
+ */
+const HANG_MS = 60_000
+
 for (const engine of DIRECT_ENGINES) {
   describe(`durability of a real server on ${engine}`, () => {
-    it('serves every pet identically after a SIGTERM, a clean exit and a restart on the same file', { timeout: 20_000 }, async () => {
+    it('serves every pet identically after a SIGTERM, a clean exit and a restart on the same file', { timeout: HANG_MS }, async () => {
       const { dir, env } = await freshDatabase(engine)
       const key = await createKey(env)
       const first = await startServer(env, dir)
@@ -101,7 +107,7 @@ for (const engine of DIRECT_ENGINES) {
       assert.deepEqual(stopped, { code: 0, signal: null }, second.output())
     })
 
-    it('keeps every acknowledged pet, unaltered and once, when killed with SIGKILL amid concurrent creates', { timeout: 20_000 }, async () => {
+    it('keeps every acknowledged pet, unaltered and once, when killed with SIGKILL amid concurrent creates', { timeout: HANG_MS }, async () => {
       const { dir, env } = await freshDatabase(engine)
       const key = await createKey(env)
       const server = await startServer(env, dir)
@@ -253,7 +259,7 @@ for (const engine of DIRECT_ENGINES) {
 
     for (const connection of ['close', 'keep-alive'] as const) {
       const name = `finishes a request in flight at SIGTERM (Connection: ${connection}) with a full 201, then exits 0 promptly`
-      it(name, { timeout: 20_000 }, async () => {
+      it(name, { timeout: HANG_MS }, async () => {
         const { head, responseBody, body, exit, exitedAfterMs, shutdownTimeoutMs, server } =
           await createPetAcrossSigterm(connection)
         assert.match(head, /^HTTP\/1\.1 201 /, head)
