@@ -124,9 +124,10 @@ const ROLLS: { engine: Engine; pair: string; releases: () => Promise<Pair>; skip
   },
 ]
 
+// Bounded for a slow machine; what each step of a roll took is in its diagnostic.
 for (const { engine, pair, releases, skip } of ROLLS) {
   const label = engine === 'sqlite' ? 'SQLite, two instances on one file' : 'PostgreSQL through PgBouncer'
-  describe(`a rolling upgrade ${pair} and a rollback behind nginx, on ${label}`, { skip, timeout: 170_000 }, () => {
+  describe(`a rolling upgrade ${pair} and a rollback behind nginx, on ${label}`, { skip, timeout: 240_000 }, () => {
     let old: Release
     let next: Release
     /** The migrations `next` applies that `old` does not know, which `old` must name in one warning. */
