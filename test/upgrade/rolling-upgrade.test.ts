@@ -75,6 +75,8 @@ interface Seen {
   walks: number
   /** Each step of the roll, and how long it took. */
   steps: string[]
+  /** For each instance, how long after `keys revoke` exited the revoked key's first refusal came. */
+  refusedAfterMs: number[]
 }
 
 function percentile(values: number[], p: number): number | null {
@@ -161,7 +163,7 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       const now = performance.now()
       const log = nginx?.accessLog().length ?? 0
       if (part !== undefined) Object.assign(part, { endedAt: now, logTo: log })
-      part = { startedAt: now, counts: new Map(), latencies: { create: [], get: [], page: [] }, logFrom: log, walks: 0, steps: [] }
+      part = { startedAt: now, counts: new Map(), latencies: { create: [], get: [], page: [] }, logFrom: log, walks: 0, steps: [], refusedAfterMs: [] }
       seen.set(name, part)
     }
 
@@ -427,8 +429,13 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       const since = Date.now()
       await Promise.all(
         servers.map(async (server) => {
-          const refused = await refusedWithin(() => direct(server, 'GET', '/v1/pets?limit=1', { key: made.key }), { since, withinMs: 2_000, after: `${revoker.version}'s keys revoke` })
-          if (refused.status !== 401) problems.keys.push(`a key revoked by ${revoker.version}'s CLI: ${refused.status} on ${server?.port}`)
+          try {
+            const refused = await refusedWithin(() => direct(server, 'GET', '/v1/pets?limit=1', { key: made.key }), { since, withinMs: 2_000, after: `${revoker.version}'s keys revoke` })
+            part?.refusedAfterMs.push(Date.now() - since)
+            if (refused.status !== 401) problems.keys.push(`a key revoked by ${revoker.version}'s CLI: ${refused.status} on ${server?.port}`)
+          } catch (error) {
+            problems.keys.push(`a key revoked by ${revoker.version}'s CLI, on ${server?.port}: ${(error as Error).message}`)
+          }
         }),
       )
       for (const release of [old, next]) {
@@ -549,7 +556,7 @@ for (const { engine, pair, releases, skip } of ROLLS) {
     it('records what clients saw during each roll: every kind answered, some requests retried by nginx on the other instance', (t) => {
       const accessLog = nginx?.accessLog() ?? []
       for (const roll of ['upgrade', 'rollback']) {
-        const { counts, latencies, startedAt, endedAt = startedAt, logFrom, logTo = accessLog.length, walks, steps } = seen.get(roll) ?? assert.fail(`no ${roll}`)
+        const { counts, latencies, startedAt, endedAt = startedAt, logFrom, logTo = accessLog.length, walks, steps, refusedAfterMs } = seen.get(roll) ?? assert.fail(`no ${roll}`)
         const retried = accessLog.slice(logFrom, logTo).filter((line) => line.includes(', ')).length
         const statuses = Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b)))
         const unavailable = [...counts].filter(([what]) => / 5\d\d$/.test(what)).reduce((sum, [, n]) => sum + n, 0)
@@ -565,6 +572,7 @@ for (const { engine, pair, releases, skip } of ROLLS) {
             p99Ms: { create: percentile(latencies.create, 99), get: percentile(latencies.get, 99), page: percentile(latencies.page, 99) },
             walks,
             retriedByNginx: retried,
+            revokedKeyRefusedAfterMs: refusedAfterMs,
             steps,
           }),
         )
