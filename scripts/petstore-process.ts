@@ -77,6 +77,8 @@ export interface SpawnOptions {
    * SIGTERM (a second signal would make the server skip its graceful shutdown).
    */
   detached?: boolean
+  /** Its descriptor limit (RLIMIT_NOFILE, soft and hard), set by the shell's `ulimit -n` before Node starts. */
+  descriptors?: number
 }
 
 /** `node …args` (the Node running this code), with its exit recorded and its output kept. */
@@ -84,7 +86,12 @@ export function spawnNode(name: string, args: string[], options: SpawnOptions): 
   const log = options.logPath === undefined ? undefined : fs.openSync(options.logPath, 'a')
   let child: ChildProcess
   try {
-    child = spawn(process.execPath, args, {
+    const [command, commandArgs] =
+      options.descriptors === undefined
+        ? [process.execPath, args]
+        : // exec: the shell becomes Node, so that the pid and its signals are Node's.
+          ['sh', ['-c', `ulimit -n ${options.descriptors} && exec "$0" "$@"`, process.execPath, ...args]]
+    child = spawn(command, commandArgs, {
       cwd: options.cwd,
       env: options.env,
       stdio: log === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', log, log],
@@ -168,6 +175,8 @@ export interface StartOptions {
   ca?: readonly Buffer[]
   /** How long /healthz may take to answer 200. */
   timeoutMs?: number
+  /** Its descriptor limit (see SpawnOptions). */
+  descriptors?: number
 }
 
 /**
@@ -185,6 +194,7 @@ export async function startPetstore(options: StartOptions): Promise<PetstoreProc
     env,
     logPath: options.logPath,
     detached: options.detached,
+    descriptors: options.descriptors,
   })
   const scheme = options.ca === undefined ? 'http' : 'https'
   const server: PetstoreProcess = Object.assign(started, { port, baseUrl: `${scheme}://127.0.0.1:${port}` })
