@@ -506,6 +506,8 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       begin('steady')
       const loops = Object.entries(LOOPS).flatMap(([kind, count]) => Array.from({ length: count }, (_, i) => loop(kind as keyof typeof LOOPS, i)))
       try {
+        // Twice as long as a step: the latencies before the roll that the roll's are read against.
+        await step()
         await step()
 
         begin('upgrade')
@@ -559,8 +561,11 @@ for (const { engine, pair, releases, skip } of ROLLS) {
 
     it('records what clients saw during each roll: every kind answered, some requests retried by nginx on the other instance', (t) => {
       const accessLog = nginx?.accessLog() ?? []
+      const p99 = ({ latencies }: Seen) => ({ create: percentile(latencies.create, 99), get: percentile(latencies.get, 99), page: percentile(latencies.page, 99) })
+      const steady = seen.get('steady') ?? assert.fail('no load before the roll')
       for (const roll of ['upgrade', 'rollback']) {
-        const { counts, latencies, startedAt, endedAt = startedAt, logFrom, logTo = accessLog.length, walks, steps, refusedAfterMs } = seen.get(roll) ?? assert.fail(`no ${roll}`)
+        const part = seen.get(roll) ?? assert.fail(`no ${roll}`)
+        const { counts, startedAt, endedAt = startedAt, logFrom, logTo = accessLog.length, walks, steps, refusedAfterMs } = part
         const retried = accessLog.slice(logFrom, logTo).filter((line) => line.includes(', ')).length
         const statuses = Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b)))
         const unavailable = [...counts].filter(([what]) => / 5\d\d$/.test(what)).reduce((sum, [, n]) => sum + n, 0)
@@ -573,7 +578,8 @@ for (const { engine, pair, releases, skip } of ROLLS) {
             seconds: Math.round((endedAt - startedAt) / 100) / 10,
             statuses,
             '5xx': unavailable,
-            p99Ms: { create: percentile(latencies.create, 99), get: percentile(latencies.get, 99), page: percentile(latencies.page, 99) },
+            p99Ms: p99(part),
+            p99MsBefore: p99(steady),
             walks,
             retriedByNginx: retried,
             revokedKeyRefusedAfterMs: refusedAfterMs,
