@@ -61,6 +61,10 @@ interface Keyed {
   /** Its first try has been answered, or has failed. */
   settled: boolean
   answer?: string
+  /** The release whose instance answered its first try 201, when known. */
+  maker?: Release
+  /** The releases that have answered it again, 201 and the same pet. */
+  replayedOn: Set<Release>
 }
 
 /** What clients saw during one part of the run: answers per `${kind} ${status}`, and latencies. */
@@ -144,6 +148,8 @@ for (const { engine, pair, releases, skip } of ROLLS) {
     let publicBase = ''
     /** The two instances behind nginx, each on its port for good, and the release each runs. */
     const instances: { server?: ServerProcess; release: Release; port: number }[] = []
+    /** Every instance started, on which port, of which release, when it was spawned and when it was ready. */
+    const started: { port: number; release: Release; spawned: number; ready: number }[] = []
     /** The key the load uses: the newest of its rotations. */
     const loadKey = { id: '', key: '' }
 
@@ -227,7 +233,7 @@ for (const { engine, pair, releases, skip } of ROLLS) {
 
     /** A keyed create through nginx, as a client of the load sends it. */
     async function keyedCreate(agent: https.Agent, name: string): Promise<void> {
-      const sent: Keyed = { key: randomUUID(), name, body: createBody(name), settled: false }
+      const sent: Keyed = { key: randomUUID(), name, body: createBody(name), settled: false, replayedOn: new Set() }
       keyed.push(sent)
       const startedAt = performance.now()
       let answer: Answer
@@ -365,7 +371,31 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       return run.stdout
     }
 
-    const serve = (release: Release, port: number) => startServer(env, dir, [], { port, bin: release.bin })
+    async function serve(release: Release, port: number): Promise<ServerProcess> {
+      const instance = { port, release, spawned: Date.now(), ready: Number.POSITIVE_INFINITY }
+      started.push(instance)
+      const server = await startServer(env, dir, [], { port, bin: release.bin })
+      instance.ready = Date.now()
+      return server
+    }
+
+    /**
+     * The release that answered each keyed create sent through nginx with 201, from nginx's access log: the
+     * instance it was last sent to, and the release started on that port last before the answer. One answered
+     * between a spawn and its readiness could be either (the old instance's last answers are logged late on a
+     * busy machine), and stays unknown.
+     */
+    function learnMakers(): void {
+      const makers = new Map<string, Release>()
+      for (const line of nginx?.accessLog() ?? []) {
+        const [, tried = '', at = '', key = ''] = /^201 POST \/v1\/pets tried (.+) answered .+ at (\d+\.\d+) key (\S+)$/.exec(line) ?? []
+        const port = Number(tried.split(':').at(-1))
+        const answeredAt = Number(at) * 1000
+        const instance = started.filter((one) => one.port === port && one.spawned <= answeredAt).at(-1)
+        if (instance !== undefined && instance.ready <= answeredAt) makers.set(key, instance.release)
+      }
+      for (const sent of keyed) sent.maker ??= makers.get(sent.key)
+    }
 
     /** Instance `i` stopped (SIGTERM, drained) and started again on its port, of `release`. */
     async function replace(i: number, release: Release): Promise<ServerProcess> {
@@ -383,29 +413,33 @@ for (const { engine, pair, releases, skip } of ROLLS) {
 
     const accepted = async (server: ServerProcess | undefined, key: string) => (await direct(server, 'GET', '/v1/pets?limit=1', { key })).status
 
-    /** Keyed creates sent to `from` and again to `to`, each way: the second must replay the first. */
-    async function crossRelease(a: ServerProcess | undefined, b: ServerProcess | undefined): Promise<void> {
+    /** Keyed creates sent to one instance and again to the other, each way: the second must replay the first. */
+    async function crossRelease(): Promise<void> {
+      const [a, b] = instances
+      if (a?.release === b?.release) throw new Error('both instances run the same release')
       for (const [from, to] of [[a, b], [b, a]] as const) {
         for (let n = 0; n < CROSS_CREATES; n++) {
-          const sent: Keyed = { key: randomUUID(), name: `cross ${engine} ${keyed.length}`, body: '', settled: true }
+          const sent: Keyed = { key: randomUUID(), name: `cross ${engine} ${keyed.length}`, body: '', settled: true, maker: from?.release, replayedOn: new Set() }
           sent.body = createBody(sent.name)
           keyed.push(sent)
-          const first = await direct(from, 'POST', '/v1/pets', { headers: { 'idempotency-key': sent.key }, body: sent.body })
+          const first = await direct(from?.server, 'POST', '/v1/pets', { headers: { 'idempotency-key': sent.key }, body: sent.body })
           if (first.status !== 201) {
             problems.replays.push(`a keyed create on ${from?.port}: ${first.status} ${first.text}`)
             continue
           }
           sent.answer = first.text
           acknowledge(first.text)
-          const again = await direct(to, 'POST', '/v1/pets', { headers: { 'idempotency-key': sent.key }, body: sent.body })
+          const again = await direct(to?.server, 'POST', '/v1/pets', { headers: { 'idempotency-key': sent.key }, body: sent.body })
           if (again.status !== 201 || again.text !== first.text || again.headers['idempotent-replayed'] !== 'true') {
             problems.replays.push(`Idempotency-Key ${sent.key}: ${first.text} on ${from?.port}, then ${again.status} ${again.text} (Idempotent-Replayed: ${String(again.headers['idempotent-replayed'])}) on ${to?.port}`)
+          } else if (to !== undefined) {
+            sent.replayedOn.add(to.release)
           }
           crossReplays++
         }
       }
       // A walk whose pages come from either release in turn.
-      await walk((url, n) => direct(n % 2 === 0 ? a : b, 'GET', url), { limit: 100, kind: undefined })
+      await walk((url, n) => direct((n % 2 === 0 ? a : b)?.server, 'GET', url), { limit: 100, kind: undefined })
     }
 
     /** What `keys create` or `keys rotate` printed with --json. */
@@ -450,29 +484,38 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       }
     }
 
-    /** Every keyed create so far sent again, with its key and body, straight to `servers` in turn: each must replay its first 201. */
-    async function replayAll(servers: (ServerProcess | undefined)[]): Promise<void> {
-      const settled = keyed.filter((sent) => sent.settled)
+    /**
+     * Every keyed create that `release` did not make and has not answered yet, sent again with its key and body
+     * straight to `servers` (of `release`) in turn: each must replay its first 201. One whose maker is unknown is
+     * sent to both releases.
+     */
+    async function replayOn(servers: (ServerProcess | undefined)[], release: Release): Promise<void> {
+      learnMakers()
+      const due = keyed.filter((sent) => sent.settled && sent.maker !== release && !sent.replayedOn.has(release))
       let next = 0
       await Promise.all(
         Array.from({ length: 8 }, async (_, i) => {
           const server = servers[i % servers.length]
-          while (next < settled.length) {
-            const sent = settled[next++] as Keyed
+          while (next < due.length) {
+            const sent = due[next++] as Keyed
             let again = await direct(server, 'POST', '/v1/pets', { headers: { 'idempotency-key': sent.key }, body: sent.body })
             for (let tries = 0; again.status === 503 && tries < 100; tries++) {
               await sleep(50)
               again = await direct(server, 'POST', '/v1/pets', { headers: { 'idempotency-key': sent.key }, body: sent.body })
             }
             if (again.status !== 201) {
-              problems.replays.push(`Idempotency-Key ${sent.key} retried on ${server?.port}: ${again.status} ${again.text}`)
-            } else if (sent.answer === undefined) {
+              problems.replays.push(`Idempotency-Key ${sent.key} retried on ${release.version}: ${again.status} ${again.text}`)
+              continue
+            }
+            if (sent.answer === undefined) {
               // Its first try got no 201 (a 503, or nginx's 502): the retry makes or finds its one pet.
               sent.answer = again.text
               acknowledge(again.text)
             } else if (again.text !== sent.answer || again.headers['idempotent-replayed'] !== 'true') {
-              problems.replays.push(`Idempotency-Key ${sent.key}: first ${sent.answer}, then on ${server?.port} ${again.text} (Idempotent-Replayed: ${String(again.headers['idempotent-replayed'])})`)
+              problems.replays.push(`Idempotency-Key ${sent.key}: first ${sent.answer}, then on ${release.version} ${again.text} (Idempotent-Replayed: ${String(again.headers['idempotent-replayed'])})`)
+              continue
             }
+            sent.replayedOn.add(release)
           }
         }),
       )
@@ -513,10 +556,10 @@ for (const { engine, pair, releases, skip } of ROLLS) {
         begin('upgrade')
         // PostgreSQL: the next release's `migrate` as a release step; SQLite: its first instance migrates as it starts.
         if (engine !== 'sqlite') await timed('migrate', () => cli(next, 'migrate'))
-        const first = await timed(`instance 0 to ${next.version}`, () => replace(0, next))
+        await timed(`instance 0 to ${next.version}`, () => replace(0, next))
         migratedByNext = true
         await timed('load', step)
-        await timed('keyed creates across releases', () => crossRelease(first, instances[1]?.server))
+        await timed('keyed creates across releases', crossRelease)
         await timed('keys', () => keysAcross(next, old, next))
         // An instance of the old release restarted, as after a crash or on a drained node: the database
         // now has a migration it does not know.
@@ -534,13 +577,13 @@ for (const { engine, pair, releases, skip } of ROLLS) {
         await timed('load', step)
         await timed(`instance 1 to ${next.version}`, () => replace(1, next))
         await timed('load', step)
-        // Every keyed create so far, half of them made by the old release, replayed by the next.
-        await timed('every keyed create replayed', () => replayAll(instances.map((instance) => instance.server)))
+        // Every keyed create so far that the next release did not make, replayed by it.
+        await timed('keyed creates replayed', () => replayOn(instances.map((instance) => instance.server), next))
 
         begin('rollback')
-        const rolledBack = await timed(`instance 0 to ${old.version}`, () => replace(0, old))
+        await timed(`instance 0 to ${old.version}`, () => replace(0, old))
         await timed('load', step)
-        await timed('keyed creates across releases', () => crossRelease(rolledBack, instances[1]?.server))
+        await timed('keyed creates across releases', crossRelease)
         await timed('keys', () => keysAcross(old, next, old))
         await timed(`instance 1 to ${old.version}`, () => replace(1, old))
         await timed('load', step)
@@ -549,8 +592,15 @@ for (const { engine, pair, releases, skip } of ROLLS) {
         running = false
         await Promise.all(loops)
       }
-      // And every one replayed by the old release, those the next one made among them.
-      await replayAll(instances.map((instance) => instance.server))
+      // And every one since that the next release did not make, by an instance of it started beside the old
+      // ones (as when rolling forward again); every one the old release did not make, by the old ones.
+      const forward = await serve(next, await freePort())
+      try {
+        await replayOn([forward], next)
+      } finally {
+        await stopServer(forward, 'SIGTERM', 15_000)
+      }
+      await replayOn(instances.map((instance) => instance.server), old)
     })
 
     after(async () => {
@@ -620,9 +670,15 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       assert.ok(acknowledged.size > 2 * STEP_ANSWERS, `${acknowledged.size} pets acknowledged`)
     })
 
-    it('replays a keyed create retried on an instance of the other release: the same pet, Idempotent-Replayed', () => {
+    it('replays a keyed create retried on an instance of the other release: the same pet, Idempotent-Replayed', (t) => {
       assert.deepEqual(problems.replays.slice(0, 20), [], `${problems.replays.length} retries broke their promise`)
       assert.equal(crossReplays, 4 * CROSS_CREATES)
+      const answered = keyed.filter((sent) => sent.answer !== undefined)
+      // One whose maker is unknown was replayed by both releases.
+      const notAcross = answered.filter((sent) => ![old, next].some((release) => release !== sent.maker && sent.replayedOn.has(release)) || (sent.maker === undefined && sent.replayedOn.size < 2))
+      const known = answered.filter((sent) => sent.maker !== undefined)
+      t.diagnostic(`${answered.length} keyed creates replayed by the other release: ${known.filter((sent) => sent.maker === old).length} made by ${old.version}, ${known.filter((sent) => sent.maker === next).length} by ${next.version}, ${answered.length - known.length} by either (replayed by both)`)
+      assert.deepEqual(notAcross.map(({ key, maker, replayedOn }) => `${key} made by ${maker?.version ?? 'either'}, replayed by ${[...replayedOn].map((release) => release.version).join(', ')}`).slice(0, 20), [])
     })
 
     it('walks every page exactly across both releases: ids rising, none repeated, none acknowledged before the walk skipped', () => {
