@@ -23,7 +23,9 @@ import { FIRST_WINDOWED_RELEASE, type Release, buildNextRelease, buildReleaseFro
  * and on PostgreSQL through PgBouncer. In each mixed state each release's CLI rotates, creates and revokes
  * keys that the other release's instances serve, and keyed creates sent to one release are sent again to
  * the other; once the newer release has migrated, an instance of the older one is restarted. Every keyed
- * create is sent again to the newer release once it serves alone, and to the older one after the rollback.
+ * create is sent again to the release that did not make it (nginx's access log tells which did): to the
+ * newer release once it serves alone, and after the rollback to the older one or to an instance of the
+ * newer one started beside it.
  * What must hold is what a client is promised at one version: no 500, every 5xx a 503 with Retry-After;
  * every acknowledged pet kept, once; a keyed create replayed, whichever release is asked; every page walk
  * exact. What clients saw during each roll is printed as one line of JSON.
