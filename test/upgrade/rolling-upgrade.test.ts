@@ -83,6 +83,14 @@ interface Seen {
   steps: string[]
   /** For each instance, how long after `keys revoke` exited the revoked key's first refusal came. */
   refusedAfterMs: number[]
+  /** Each 5xx, as `<kind> <status> <code> Retry-After <seconds>`. */
+  unavailable: string[]
+}
+
+/** A 5xx as the diagnostic lists it: its kind, status, error code and Retry-After. */
+function describeUnavailable(kind: Kind, answer: Answer): string {
+  const code = /"code":"([^"]+)"/.exec(answer.text)?.[1] ?? '(no code)'
+  return `${kind} ${answer.status} ${code} Retry-After ${answer.headers['retry-after'] ?? '(none)'}`
 }
 
 function percentile(values: number[], p: number): number | null {
@@ -171,7 +179,7 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       const now = performance.now()
       const log = nginx?.accessLog().length ?? 0
       if (part !== undefined) Object.assign(part, { endedAt: now, logTo: log })
-      part = { startedAt: now, counts: new Map(), latencies: { create: [], get: [], page: [] }, logFrom: log, walks: 0, steps: [], refusedAfterMs: [] }
+      part = { startedAt: now, counts: new Map(), latencies: { create: [], get: [], page: [] }, logFrom: log, walks: 0, steps: [], refusedAfterMs: [], unavailable: [] }
       seen.set(name, part)
     }
 
@@ -223,6 +231,7 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       if (part === undefined) throw new Error('no part of the run has begun')
       part.counts.set(`${kind} ${answer.status}`, (part.counts.get(`${kind} ${answer.status}`) ?? 0) + 1)
       part.latencies[kind].push(performance.now() - startedAt)
+      if (answer.status >= 500) part.unavailable.push(describeUnavailable(kind, answer))
       if (answer.status === expected) return undefined
       const wrong = errorShape(answer.status, answer.text)
       if (wrong !== undefined) return `${kind} ${answer.status}: ${wrong}`
@@ -255,6 +264,7 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       if (answer.status === 502 && answer.headers['retry-after'] !== undefined) {
         racedPosts++
         part?.counts.set('create 502', (part.counts.get('create 502') ?? 0) + 1)
+        part?.unavailable.push(describeUnavailable('create', answer))
         return
       }
       const wrong = check('create', answer, startedAt, 201)
@@ -617,10 +627,9 @@ for (const { engine, pair, releases, skip } of ROLLS) {
       const steady = seen.get('steady') ?? assert.fail('no load before the roll')
       for (const roll of ['upgrade', 'rollback']) {
         const part = seen.get(roll) ?? assert.fail(`no ${roll}`)
-        const { counts, startedAt, endedAt = startedAt, logFrom, logTo = accessLog.length, walks, steps, refusedAfterMs } = part
+        const { counts, startedAt, endedAt = startedAt, logFrom, logTo = accessLog.length, walks, steps, refusedAfterMs, unavailable } = part
         const retried = accessLog.slice(logFrom, logTo).filter((line) => line.includes(', ')).length
         const statuses = Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b)))
-        const unavailable = [...counts].filter(([what]) => / 5\d\d$/.test(what)).reduce((sum, [, n]) => sum + n, 0)
         t.diagnostic(
           JSON.stringify({
             engine,
@@ -629,7 +638,7 @@ for (const { engine, pair, releases, skip } of ROLLS) {
             to: roll === 'upgrade' ? next.version : old.version,
             seconds: Math.round((endedAt - startedAt) / 100) / 10,
             statuses,
-            '5xx': unavailable,
+            '5xx': unavailable.slice(0, 20),
             p99Ms: p99(part),
             p99MsBefore: p99(steady),
             walks,
