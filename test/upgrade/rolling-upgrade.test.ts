@@ -12,7 +12,7 @@ import { ENGINES, type Engine, createTestDatabase, storageEngine } from '../help
 import { type Nginx, nginxSkip, startNginx } from '../ops/nginx.js'
 import { poolerOff } from '../postgres.js'
 import { type ServerProcess, cleanupProcesses, freePort, refusedWithin, runCommand, startServer, stopServer, trackedTempDir, until } from '../processes.js'
-import { FIRST_WINDOWED_RELEASE, type Release, buildNextRelease, buildReleaseFromGit, currentRelease, previousReleaseTag } from './releases.js'
+import { FIRST_WINDOWED_RELEASE, type Release, buildNextRelease, buildReleaseFromGit, currentRelease, dependenciesDiffer, previousReleaseTag } from './releases.js'
 
 /*
  * Two releases on one database behind nginx with the shipped configuration (issue 38): this checkout and
@@ -127,6 +127,8 @@ function newMigrations(old: Release, next: Release, engine: Engine): string[] {
 }
 
 const previousTag = await previousReleaseTag()
+const previousSkip =
+  previousTag === undefined ? `no release from ${FIRST_WINDOWED_RELEASE} on is tagged before this one in this history (a shallow clone has none)` : await dependenciesDiffer(previousTag)
 
 const ROLLS: { engine: Engine; pair: string; releases: () => Promise<Pair>; skip: string | false }[] = [
   { engine: 'sqlite', pair: 'to the next release', releases: () => toNext('sqlite'), skip: SKIP },
@@ -136,7 +138,7 @@ const ROLLS: { engine: Engine; pair: string; releases: () => Promise<Pair>; skip
     engine: 'sqlite',
     pair: `from ${previousTag ?? 'the previous release'}, built from git history,`,
     releases: () => fromPrevious(previousTag ?? '', 'sqlite'),
-    skip: SKIP || (previousTag === undefined && `no release from ${FIRST_WINDOWED_RELEASE} on is tagged before this one in this history (a shallow clone has none)`),
+    skip: SKIP || (previousSkip ?? false),
   },
 ]
 
