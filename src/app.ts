@@ -31,6 +31,7 @@ import { createDeprecationHooks } from './deprecations/deprecations.hooks.js'
 import { createDeprecatedCallsCounter } from './deprecations/deprecations.metrics.js'
 import { createAppDeprecationRecorder, type DeprecationRecorder } from './deprecations/deprecations.recorder.js'
 import { GET_PET_DEPRECATION } from './deprecations/deprecations.policy.js'
+import { REQUEST_ID } from './http/header-names.js'
 
 export interface AppDeps {
   config: Config
@@ -78,7 +79,7 @@ export async function buildApp({
     // Router errors (a malformed URL encoding) bypass the error handler; route them to it.
     // They also come before the onRequest hooks, so the request id is echoed here.
     frameworkErrors: (error, request, reply) => {
-      reply.header('x-request-id', request.id)
+      reply.header(REQUEST_ID, request.id)
       sendError(reply, toApiError(error, () => false) ?? new ApiError('invalid_request', 'The request could not be routed.'))
     },
     routerOptions: { maxParamLength: 100 },
@@ -119,7 +120,7 @@ export async function buildApp({
   if (poolStats !== undefined) metrics.watchPool(poolStats)
   await registerOpenApi(app, config, bearerAuthScheme)
 
-  const limits = await registerRateLimits(app, config.rateLimits, logger, createRateLimitedCounter(metrics.registry))
+  const limits = await registerRateLimits(app, config.rateLimits, logger, createRateLimitedCounter(metrics.registry), clock)
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
   const getPetDeprecation = createDeprecationHooks(
     { ...GET_PET_DEPRECATION, deprecatedAt: config.getPetDeprecatedAt, successor: `${config.publicBaseUrl}${PETS_PATH}` },

@@ -1,4 +1,5 @@
 import { redactKeys } from './shared/redaction.js'
+import { BODY_LIMIT_BYTES } from './shared/request-limits.js'
 
 /**
  * The one catalogue of error codes. Every failure of every layer (router, body parser, auth,
@@ -40,7 +41,7 @@ export const ERROR_DESCRIPTIONS: Record<ErrorCode, string> = {
   request_timeout: 'The client took too long to send the request.',
   idempotency_key_in_use: 'A request with this `Idempotency-Key` is still being processed; retry once it has finished.',
   gone: 'The operation has passed its sunset date and was removed.',
-  payload_too_large: 'The request body is larger than 16 KiB.',
+  payload_too_large: `The request body is larger than ${BODY_LIMIT_BYTES / 1024} KiB.`,
   unsupported_media_type: 'The request body is not `application/json` (UTF-8).',
   unsupported_content_encoding: 'The request body has a `Content-Encoding` other than `identity`; send it uncompressed (`Accept-Encoding: identity` says so).',
   expectation_failed: 'The `Expect` header asks for something other than `100-continue`, the only expectation the service meets.',

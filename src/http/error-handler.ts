@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
 import { ApiError, type ErrorCode } from '../errors.js'
 import { http } from './node-http.js'
-import { BODY_LIMIT_BYTES } from './json-body.js'
+import { BODY_LIMIT_BYTES } from '../shared/request-limits.js'
 
 /** Fastify's own errors, by code, as the catalogue says them. */
 const FRAMEWORK_ERRORS: Record<string, () => ApiError> = {

@@ -1,7 +1,7 @@
 import { type TSchema, Type } from 'typebox'
 import { CONFIG_VARIABLES } from '../config.js'
 import { ERROR_CODES, ERROR_DESCRIPTIONS, ERROR_STATUS } from '../errors.js'
-import { BODY_LIMIT_BYTES } from './json-body.js'
+import { BODY_LIMIT_BYTES } from '../shared/request-limits.js'
 import { RefTo, StringEnum } from './schema-types.js'
 
 /** Node's default `maxHeaderSize`, which the service keeps: a request line and header block past it is answered 431. */

@@ -8,3 +8,12 @@ export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key'
 
 /** The same name as Fastify holds a request's headers and matches their schemas: lower case. */
 export const IDEMPOTENCY_KEY = IDEMPOTENCY_KEY_HEADER.toLowerCase() as Lowercase<typeof IDEMPOTENCY_KEY_HEADER>
+
+/** The answer's header that says a keyed create was answered again, not made again (the same draft). */
+export const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed'
+
+/**
+ * The request id, which a client may send and every answer carries (the probes' included), as Node and
+ * Fastify hold header names: lower case.
+ */
+export const REQUEST_ID = 'x-request-id'

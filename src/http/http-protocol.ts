@@ -6,7 +6,7 @@ import type { FastifyBaseLogger, onRequestHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { sendError } from './error-handler.js'
 import { continueWhenBodyIsRead } from './expect-continue.js'
-import { IDEMPOTENCY_KEY } from './header-names.js'
+import { IDEMPOTENCY_KEY, REQUEST_ID } from './header-names.js'
 import { CONNECTIONS_CHECKING_INTERVAL_MS, http } from './node-http.js'
 import { type CertificatePair, STRICT_TRANSPORT_SECURITY, createHttpsServer } from './tls.js'
 
@@ -29,7 +29,7 @@ export const MAX_HEADER_LINES = 100
 export const LINGER_MAX_BYTES = 64 * 1024 * 1024
 
 /** Headers a request may carry once: a second one could make a proxy and the service read different values. */
-const SINGLE_HEADERS = ['host', 'authorization', 'content-type', IDEMPOTENCY_KEY, 'x-request-id']
+const SINGLE_HEADERS = ['host', 'authorization', 'content-type', IDEMPOTENCY_KEY, REQUEST_ID]
 
 /**
  * The index in SINGLE_HEADERS of the header `name`, whatever its case, or -1. Runs on every header

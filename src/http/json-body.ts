@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import { isInteger, parse } from 'lossless-json'
 import { ApiError } from '../errors.js'
-
-export const BODY_LIMIT_BYTES = 16 * 1024
+import { EXACT_NUMBER_DIGITS } from '../shared/int64.js'
+import { BODY_LIMIT_BYTES } from '../shared/request-limits.js'
 
 /** No valid body nests deeper than 1; the cap keeps hostile bodies from exhausting the parser's stack. */
 const MAX_DEPTH = 32
@@ -12,7 +12,7 @@ interface Shape {
   deepest: number
   /** Commas at depth 1: a top-level object's members, less one. */
   topLevelCommas: number
-  /** Whether every number is an integer literal of at most 15 digits, which a double holds exactly. */
+  /** Whether every number is an integer literal of at most EXACT_NUMBER_DIGITS digits, which a double holds exactly. */
   smallIntegersOnly: boolean
 }
 
@@ -32,7 +32,7 @@ function shape(text: string): Shape {
     }
     if (char >= 0x30 && char <= 0x39) {
       digits = digits === -1 ? 1 : digits + 1
-      if (digits > 15) smallIntegersOnly = false
+      if (digits > EXACT_NUMBER_DIGITS) smallIntegersOnly = false
       continue
     }
     if (digits !== -1 && (char === 0x2e || char === 0x65 || char === 0x45 || char === 0x2b)) smallIntegersOnly = false // . e E +
@@ -56,7 +56,7 @@ const exactNumber = (number: string) => (isInteger(number) ? BigInt(number) : Nu
  *
  * lossless-json does all of that and names what is wrong in a text it refuses, at a greater cost than
  * JSON.parse. So a text that nests no deeper than 1 (every valid body) and whose numbers are all
- * integer literals of at most 15 digits is read by JSON.parse, which accepts the same texts and gives
+ * integer literals of at most EXACT_NUMBER_DIGITS digits is read by JSON.parse, which accepts the same texts and gives
  * the same values there once its numbers are made BigInts (`__proto__` stays an own property too), except
  * for a key given twice, of which it keeps the last: its value is taken only when every member of the
  * text is a key of the object. Anything else is lossless-json's, to read or to refuse with its message.

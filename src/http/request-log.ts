@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { routeOf } from './route.js'
+import { REQUEST_ID } from './header-names.js'
 
 /** The one line logged per request. */
 interface RequestLogLine {
@@ -29,7 +30,7 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
  */
 export function requestIdOf(containsKey: (text: string) => boolean): (request: { headers: FastifyRequest['headers'] }) => string {
   return (request) => {
-    const given = request.headers['x-request-id']
+    const given = request.headers[REQUEST_ID]
     return typeof given === 'string' && SANE_REQUEST_ID.test(given) && !containsKey(given) ? given : randomUUID()
   }
 }
@@ -43,7 +44,7 @@ export const noChildLogger = (logger: FastifyBaseLogger): FastifyBaseLogger => l
 
 /** The first onRequest hook: every answer carries its request id, refusals included. */
 export const echoRequestId: onRequestHookHandler = (request, reply, done) => {
-  reply.header('x-request-id', request.id)
+  reply.header(REQUEST_ID, request.id)
   done()
 }
 

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IDEMPOTENCY_KEY } from '../http/header-names.js'
+import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED_HEADER } from '../http/header-names.js'
 import { withRule } from '../http/schema-types.js'
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.policy.js'
 
@@ -21,7 +21,7 @@ export const IdempotencyKeyHeadersSchema = Type.Object({
       description:
         `\`Idempotency-Key\` (draft-ietf-httpapi-idempotency-key-header): 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII ` +
         'characters, unique per request, e.g. a UUID. A retry with the same key and the same body gets the first ' +
-        'response again, with `Idempotent-Replayed: true`, and creates nothing. Keys belong to the API key that ' +
+        `response again, with \`${IDEMPOTENT_REPLAYED_HEADER}: true\`, and creates nothing. Keys belong to the API key that ` +
         `sent them and to the keys it is rotated to, and are kept for ${retentionHours} hours.`,
       examples: ['5f0c6e0e-8d43-4b8a-9a51-0f5bd2f0a7e1'],
       }),
@@ -32,7 +32,7 @@ export const IdempotencyKeyHeadersSchema = Type.Object({
 
 /** The response header that marks a replayed response. */
 export const IdempotentReplayedHeader = {
-  'Idempotent-Replayed': Type.Literal('true', {
+  [IDEMPOTENT_REPLAYED_HEADER]: Type.Literal('true', {
     description: 'Present when this is the stored response of an earlier request with the same `Idempotency-Key`.',
   }),
 }

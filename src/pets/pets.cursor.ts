@@ -1,13 +1,13 @@
 import { ApiError } from '../errors.js'
 import { INT64_MAX } from '../shared/int64.js'
-import type { PetStatus } from './pets.repository.js'
+import { PET_STATUSES, type PetStatus } from './pets.repository.js'
 
 /*
  * A cursor says where the next page starts (after an id) and which listing it belongs to. It is
  * opaque to clients, so that its form can change; it carries the status filter so that a cursor
  * replayed with another filter is refused instead of silently starting a different walk.
  */
-const FORM = /^p1:(available|pending|sold|):([1-9][0-9]{0,18})$/
+const FORM = new RegExp(`^p1:(${PET_STATUSES.join('|')}|):([1-9][0-9]{0,18})$`)
 
 export function encodeCursor(afterId: bigint, status: PetStatus | undefined): string {
   return Buffer.from(`p1:${status ?? ''}:${afterId}`).toString('base64url')

@@ -5,7 +5,7 @@ import type { Clock } from '../shared/clock.js'
 import { conditionalGet } from './pets.conditional.js'
 import { type Representation, createRepresentationCache, representation } from './pets.representation-cache.js'
 import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
-import { IDEMPOTENCY_KEY } from '../http/header-names.js'
+import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED_HEADER } from '../http/header-names.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
 import { LIMIT_DEFAULT, PetStatusSchema, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
 import type { NewPet, Pet, PetsRepository } from './pets.repository.js'
@@ -87,7 +87,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     const { response, replayed } = await idempotency.once({ scope, key, fingerprint: createPetFingerprint(pet) }, (claim) =>
       pets.createOnce(pet, claim, (created) => ({ status: 201, location: petUrl(created), body: serialize({ ...created }) })),
     )
-    if (replayed) reply.header('idempotent-replayed', 'true')
+    if (replayed) reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true')
     return reply
       .code(response.status as 201) // respond() above is the only source of stored createPet responses
       .header('location', response.location)

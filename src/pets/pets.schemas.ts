@@ -14,6 +14,7 @@ import {
 } from '../http/error-schema.js'
 import { Int64, IntegerText, Named, RefTo, StringEnum, Text, withRule } from '../http/schema-types.js'
 import { INT64_MAX } from '../shared/int64.js'
+import { BODY_LIMIT_BYTES } from '../shared/request-limits.js'
 import { IdempotencyKeyHeadersSchema, IdempotentReplayedHeader } from '../idempotency/idempotency.schemas.js'
 import { PET_STATUSES } from './pets.repository.js'
 
@@ -192,7 +193,7 @@ export const createPetSchema = {
     403: forbiddenResponse('pets:write'),
     429: rateLimitedResponse(),
     409: errorResponse('A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`).'),
-    413: errorResponse('The body is larger than 16 KiB (`payload_too_large`).'),
+    413: errorResponse(`The body is larger than ${BODY_LIMIT_BYTES / 1024} KiB (\`payload_too_large\`).`),
     415: errorResponse(
       'The body is not UTF-8 `application/json` (`unsupported_media_type`), or is sent with a `Content-Encoding` other than `identity` (`unsupported_content_encoding`).',
       {

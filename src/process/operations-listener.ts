@@ -18,6 +18,7 @@ import {
   newHeartbeat,
   toProbeAnswer,
 } from './probes.js'
+import { REQUEST_ID } from '../http/header-names.js'
 
 /** The metrics endpoint's own listener. */
 export interface MetricsListener {
@@ -57,7 +58,7 @@ export function reportToPrimary(metrics: Metrics): void {
 }
 
 // What a readiness answer may carry over; the rest (Connection, Content-Length…) belongs to its own exchange.
-const PROBE_HEADERS = ['content-type', 'cache-control', 'retry-after', 'x-request-id'] as const
+const PROBE_HEADERS = ['content-type', 'cache-control', 'retry-after', REQUEST_ID] as const
 
 /** Answers `GET /readyz` for the metrics port. */
 export type Readiness = () => Promise<ProbeAnswer>
@@ -156,7 +157,8 @@ export function clusterReadiness(listening: () => readonly Worker[], isStopping:
  * wait behind the API's clients in the API port's accept queue, nor behind their requests in this
  * thread's event loop, since the listener runs in a worker thread of its own (src/process/probe-thread.ts).
  * This thread tells it that it is turning (liveness), and answers its readiness and scrapes.
- * Anything else there answers in the service's error shape.
+ * Anything else there answers in the service's error shape. The listener has the API port's timeouts
+ * and a cap of `maxConnections` (src/process/descriptors.ts); what it refuses is counted in `shedding`.
  */
 export async function startMetricsListener(
   { port, host, chosen, hostVariable }: NonNullable<Config['metrics']>,

@@ -14,7 +14,7 @@ export function parseIntegerText(text: string): bigint | undefined {
 }
 
 /** Digits a number always holds exactly: 15 of them stay below 2^53. */
-const EXACT_NUMBER_DIGITS = 15
+export const EXACT_NUMBER_DIGITS = 15
 
 /**
  * Whether `text` is the decimal text of an integer (as parseIntegerText reads it) from `minimum` to `maximum`.
