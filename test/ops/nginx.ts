@@ -30,7 +30,10 @@ function replaceOnce(text: string, replacements: [string, string][]): string {
 
 export interface Nginx extends NodeProcess {
   port: number
-  /** The access log, one line per request: status, method, URI, the instances tried and what each answered. */
+  /**
+   * The access log, one line per request: status, method, URI, the instances tried and what each answered, when
+   * the answer was sent (epoch seconds, to the millisecond) and the Idempotency-Key (`-` without one).
+   */
   accessLog(): string[]
   /** The error log's lines but those of connections refused, which nginx retries on the next instance. */
   errors(): string[]
@@ -62,7 +65,8 @@ export async function startNginx(dir: string, { port, upstreams, certificate }: 
       'http {',
       // Debian's build keeps these under /var/lib/nginx.
       ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((name) => `  ${name}_temp_path ${path.join(dir, name)};`),
-      "  log_format upstreams '$status $request_method $request_uri tried $upstream_addr answered $upstream_status';",
+      // When it was answered (epoch seconds) and its Idempotency-Key, if any: which instance made a keyed create.
+      "  log_format upstreams '$status $request_method $request_uri tried $upstream_addr answered $upstream_status at $msec key $http_idempotency_key';",
       `  access_log ${accessLog} upstreams;`,
       `  include ${site};`,
       '}',

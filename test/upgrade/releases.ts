@@ -113,9 +113,26 @@ function compareVersions(a: string, b: string): number {
   return 0
 }
 
+/** The installed packages a lock file records, without the project's own entries (whose versions move with each release). */
+function lockedPackages(lockFile: string): string {
+  const { packages = {} } = JSON.parse(lockFile) as { packages?: Record<string, unknown> }
+  return JSON.stringify(Object.entries(packages).filter(([where]) => where.startsWith('node_modules/')))
+}
+
+/**
+ * Why the release at git `ref` cannot be built against this checkout's node_modules (its package-lock.json
+ * records other packages: it would need an install of its own), or undefined when it can.
+ */
+export async function dependenciesDiffer(ref: string): Promise<string | undefined> {
+  const { stdout } = await run('git', ['-C', ROOT, 'show', `${ref}:package-lock.json`], { maxBuffer: 64 * 1024 * 1024 })
+  if (lockedPackages(stdout) === lockedPackages(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8'))) return undefined
+  return `${ref} locks other packages than this checkout (package-lock.json): building it would need an install of its own`
+}
+
 /**
  * The release at git `ref` (a tag), from `git archive`, compiled into `dir` by this checkout's TypeScript
- * against this checkout's node_modules: good for a release whose dependencies this checkout still has.
+ * against this checkout's node_modules: for a release whose dependencies are this checkout's (see
+ * dependenciesDiffer).
  */
 export async function buildReleaseFromGit(ref: string, dir: string): Promise<Release> {
   fs.mkdirSync(dir, { recursive: true })
