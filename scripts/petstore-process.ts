@@ -77,14 +77,20 @@ export interface SpawnOptions {
    * SIGTERM (a second signal would make the server skip its graceful shutdown).
    */
   detached?: boolean
+  /**
+   * A command line that runs `node …args` as its last arguments and execs it, keeping the pid: a sandbox
+   * such as a service manager sets up (test/ops/sandbox.ts).
+   */
+  wrapper?: readonly string[]
 }
 
 /** `node …args` (the Node running this code), with its exit recorded and its output kept. */
 export function spawnNode(name: string, args: string[], options: SpawnOptions): NodeProcess {
   const log = options.logPath === undefined ? undefined : fs.openSync(options.logPath, 'a')
+  const [command, ...commandArgs] = [...(options.wrapper ?? []), process.execPath, ...args]
   let child: ChildProcess
   try {
-    child = spawn(process.execPath, args, {
+    child = spawn(command ?? process.execPath, commandArgs, {
       cwd: options.cwd,
       env: options.env,
       stdio: log === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', log, log],
@@ -168,6 +174,8 @@ export interface StartOptions {
   ca?: readonly Buffer[]
   /** How long /healthz may take to answer 200. */
   timeoutMs?: number
+  /** See SpawnOptions. */
+  wrapper?: readonly string[]
 }
 
 /**
@@ -185,6 +193,7 @@ export async function startPetstore(options: StartOptions): Promise<PetstoreProc
     env,
     logPath: options.logPath,
     detached: options.detached,
+    wrapper: options.wrapper,
   })
   const scheme = options.ca === undefined ? 'http' : 'https'
   const server: PetstoreProcess = Object.assign(started, { port, baseUrl: `${scheme}://127.0.0.1:${port}` })
