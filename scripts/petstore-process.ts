@@ -77,6 +77,8 @@ export interface SpawnOptions {
    * SIGTERM (a second signal would make the server skip its graceful shutdown).
    */
   detached?: boolean
+  /** Its descriptor limit (RLIMIT_NOFILE, soft and hard), set by the shell's `ulimit -n` before Node starts. */
+  descriptors?: number
   /**
    * A command line that runs `node …args` as its last arguments and execs it, keeping the pid: a sandbox
    * such as a service manager sets up (test/ops/sandbox.ts).
@@ -87,10 +89,15 @@ export interface SpawnOptions {
 /** `node …args` (the Node running this code), with its exit recorded and its output kept. */
 export function spawnNode(name: string, args: string[], options: SpawnOptions): NodeProcess {
   const log = options.logPath === undefined ? undefined : fs.openSync(options.logPath, 'a')
-  const [command, ...commandArgs] = [...(options.wrapper ?? []), process.execPath, ...args]
+  const node =
+    options.descriptors === undefined
+      ? [process.execPath, ...args]
+      : // exec: the shell becomes Node, so that the pid and its signals are Node's.
+        ['sh', '-c', `ulimit -n ${options.descriptors} && exec "$0" "$@"`, process.execPath, ...args]
+  const [command = process.execPath, ...commandArgs] = [...(options.wrapper ?? []), ...node]
   let child: ChildProcess
   try {
-    child = spawn(command ?? process.execPath, commandArgs, {
+    child = spawn(command, commandArgs, {
       cwd: options.cwd,
       env: options.env,
       stdio: log === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', log, log],
@@ -174,6 +181,8 @@ export interface StartOptions {
   ca?: readonly Buffer[]
   /** How long /healthz may take to answer 200. */
   timeoutMs?: number
+  /** Its descriptor limit (see SpawnOptions). */
+  descriptors?: number
   /** See SpawnOptions. */
   wrapper?: readonly string[]
 }
@@ -193,6 +202,7 @@ export async function startPetstore(options: StartOptions): Promise<PetstoreProc
     env,
     logPath: options.logPath,
     detached: options.detached,
+    descriptors: options.descriptors,
     wrapper: options.wrapper,
   })
   const scheme = options.ca === undefined ? 'http' : 'https'

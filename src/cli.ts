@@ -13,8 +13,8 @@ import { releaseVersion } from './shared/release.js'
 
 /*
  * The command line's dispatcher: which command runs, its --help, and how a failure becomes an exit code.
- * Each command, with its help text, lives in its own module: the feature's folder where it has one
- * (keys, deprecations, copy, backup and migrate), src/cli/ for serve and openapi, which wire the whole service.
+ * Each command, with its help text, lives in its own module: the feature's folder where it has one (keys,
+ * deprecations, copy), src/cli/ for the rest (serve, migrate, backup, openapi), which belong to no feature.
  */
 
 export type { CliIo } from './cli/output.js'
@@ -130,7 +130,8 @@ function reasons(error: unknown): string {
   if (!(error instanceof Error)) return String(error)
   const messages: string[] = []
   for (let at: unknown = error; at instanceof Error && messages.length < 5; at = at.cause) {
-    if (at.message !== '' && !messages.includes(at.message)) messages.push(at.message)
+    // A cause that its wrapper already quotes ("cannot reach …: connect ECONNREFUSED …") is said once.
+    if (at.message !== '' && !messages.some((message) => message.includes(at.message))) messages.push(at.message)
   }
   return messages.join(': ')
 }

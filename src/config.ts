@@ -610,6 +610,20 @@ function trustProxyVar(env: Env): boolean | number | string {
   return text
 }
 
+/**
+ * The warning a server logs at start when TRUST_PROXY is `true`: every peer is then a trusted proxy, so
+ * the left-most X-Forwarded-For address is the client, whoever wrote it. A client that sends a made-up
+ * one escapes the failed-authentication limit (each guess from a new address) and is logged as someone
+ * else. Undefined for any other value.
+ */
+export function trustProxyWarning(config: Pick<Config, 'trustProxy'>): string | undefined {
+  if (config.trustProxy !== true) return undefined
+  return (
+    'TRUST_PROXY=true trusts X-Forwarded-For from any peer: a client can make up its address, escape the failed-authentication ' +
+    "limit and be logged as someone else. Set TRUST_PROXY to the proxies' addresses (such as 10.0.0.5 or 10.0.0.0/8) instead"
+  )
+}
+
 /** Why `entry` is no address or range, or undefined when it is one. */
 function proxyEntryProblem(entry: string): string | undefined {
   const slash = entry.lastIndexOf('/')

@@ -506,13 +506,12 @@ describe('petstore CLI', { concurrency: 2 }, () => {
       assert.match(result.stderr, /--grace/)
     })
 
-    it('reports a database that cannot be reached in one line with exit 1, never a stack trace', async () => {
-      for (const args of [['deprecations'], ['keys', 'rotate', 'key_a'], ['keys', 'list']]) {
+    it('reports a database that cannot be reached in one line with exit 1, its cause said once, never a stack trace', async () => {
+      for (const args of [['deprecations'], ['keys', 'rotate', 'key_a'], ['keys', 'list'], ['migrate', '--status']]) {
         const result = await inProcess(args, { DATABASE_URL: 'postgres://petstore:hunter2@127.0.0.1:1/petstore' })
         assert.equal(result.code, 1, args.join(' '))
         assert.equal(result.stdout, '')
-        assert.match(result.stderr, /^petstore: cannot reach the database named by DATABASE_URL: .*\n$/)
-        assert.equal(result.stderr.split('\n').length, 2, result.stderr)
+        assert.match(result.stderr, /^petstore: cannot reach the database named by DATABASE_URL: connect ECONNREFUSED 127\.0\.0\.1:1\n$/)
         assert.doesNotMatch(result.stderr, /hunter2/)
       }
     })

@@ -4,7 +4,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import Fastify from 'fastify'
-import { CONFIG_NAMES, CONFIG_VARIABLES, type ConfigVariable, ConfigError, checkHostsResolve, loadConfig, variableDefault, variableRange } from '../src/config.js'
+import { CONFIG_NAMES, CONFIG_VARIABLES, type ConfigVariable, ConfigError, checkHostsResolve, loadConfig, trustProxyWarning, variableDefault, variableRange } from '../src/config.js'
 import { ROOT } from './helper.js'
 
 describe('configuration', () => {
@@ -201,6 +201,11 @@ describe('configuration', () => {
           'GETPET_DEPRECATED_AT must not be later than the sunset of getPet, 2030-12-05T00:00:00.000Z (fixed by the specification), got "2031-01-01T00:00:00Z"',
     )
     assert.equal(loadConfig({ GETPET_DEPRECATED_AT: '2030-12-05T00:00:00Z' }, '/').getPetDeprecatedAt.toISOString(), '2030-12-05T00:00:00.000Z')
+  })
+
+  it('warns at start that TRUST_PROXY=true lets any client make up its address, naming the fix; not for addresses or hops', () => {
+    assert.match(trustProxyWarning(loadConfig({ TRUST_PROXY: 'true' }, '/')) ?? '', /^TRUST_PROXY=true trusts X-Forwarded-For from any peer: .*Set TRUST_PROXY to the proxies' addresses/)
+    for (const text of ['10.0.0.1', '2', 'false', '']) assert.equal(trustProxyWarning(loadConfig({ TRUST_PROXY: text }, '/')), undefined, text)
   })
 
   it('accepts as TRUST_PROXY the addresses, CIDR ranges and netmasks that Fastify does, and names TRUST_PROXY for the rest', () => {

@@ -171,8 +171,13 @@ interface Cell {
   /** Keeps connections alive, and trusts the cell's CA when it serves HTTPS. */
   agent: http.Agent
   faultStartedAt?: number
-  /** While the database file is away from its path: no create sent then may be acknowledged. */
-  createsRefused?: { from: number; until?: number }
+  /**
+   * True from the moment the database file is renamed away until it is renamed back: a create sent and
+   * answered while it is may not be acknowledged. Both renames happen in this process, between two turns
+   * of the loops, so a create sent while it is true reached the service after the move; a time read from
+   * the clock cannot tell a create sent in the move's millisecond, before it, from one sent after it.
+   */
+  fileAway?: boolean
   /** Set when the fault ends (the pooler resumed or repointed, the server writable again, the process back). */
   faultEndedAt?: number
   /** How long after the fault ended each instance acknowledged its first create, by its base URL. */
@@ -229,6 +234,7 @@ async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnec
   }
   let answer: Answer
   const sentAt = Date.now()
+  const sentWhileAway = cell.fileAway === true
   try {
     answer = await request(cell.agent, `${cell.base(loop)}${url}`, { method, headers, body })
     cell.slowestMs = Math.max(cell.slowestMs, Date.now() - sentAt)
@@ -253,10 +259,11 @@ async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnec
   const etag = answer.headers.etag ?? null
   if (status === 200 && etag !== null) cell.etags.set(url, etag)
   if (status === 201) {
-    const refused = cell.createsRefused
-    if (refused !== undefined && sentAt >= refused.from && sentAt < (refused.until ?? Number.POSITIVE_INFINITY)) {
-      cell.problems.push(`${kind}: a create answered 201 during the fault`)
-    }
+    // Sent after the move and answered before the move back, it was committed into the file while away from
+    // its path. One answered after the move back may have been committed there, where it is safe.
+    if (sentWhileAway && cell.fileAway === true) cell.problems.push(`${kind}: a create sent after the file moved was answered 201 before it was back`)
+    // Every key sent here is new: an answer replayed for it would be another request's.
+    if (keyed !== undefined && answer.headers['idempotent-replayed'] !== undefined) cell.problems.push(`${kind}: a new key answered as a replay`)
     if (cell.faultEndedAt !== undefined && !cell.createdAgainAfterMs.has(cell.base(loop))) {
       cell.createdAgainAfterMs.set(cell.base(loop), Date.now() - cell.faultEndedAt)
     }
@@ -627,11 +634,10 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
         // docs/deploying.md tells the operator.
         const file = sqliteFile(env)
         fs.renameSync(file, `${file}.moved`)
-        const refused: { from: number; until?: number } = { from: Date.now() }
-        cell.createsRefused = refused
+        cell.fileAway = true
         heal = async () => {
           fs.renameSync(`${file}.moved`, file)
-          refused.until = Date.now()
+          cell.fileAway = false
           await stopWithinBound(service, fault)
           service = await start()
           ended()

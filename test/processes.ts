@@ -55,13 +55,21 @@ export function cleanupProcesses(): void {
  * machine must not turn the answers a test expects into 503 overloaded), each overridden by `env`.
  * `nodeArgs` go to Node itself, before the script; `detached` gives it a process group of its own; with
  * `ca`, it serves HTTPS (TLS_CERT_FILE and TLS_KEY_FILE in `env`) with a certificate chaining to one of them;
- * `port` is the API port instead of a free one (a replacement's, on its predecessor's).
+ * `port` is the API port instead of a free one (a replacement's, on its predecessor's); `bin` is the petstore
+ * bin to run instead of this checkout's (another release's); `descriptors` is its descriptor limit (RLIMIT_NOFILE).
  */
 export async function startServer(
   env: Record<string, string>,
   dir: string,
   args: string[] = [],
-  { nodeArgs = [], detached, ca, port }: { nodeArgs?: string[]; detached?: boolean; ca?: readonly Buffer[]; port?: number } = {},
+  {
+    nodeArgs = [],
+    detached,
+    ca,
+    port,
+    bin,
+    descriptors,
+  }: { nodeArgs?: string[]; detached?: boolean; ca?: readonly Buffer[]; port?: number; bin?: string; descriptors?: number } = {},
 ): Promise<ServerProcess> {
   const server = await startPetstore({
     cwd: dir,
@@ -78,6 +86,8 @@ export async function startServer(
     detached,
     ca,
     port,
+    bin,
+    descriptors,
     // Starting is not what these tests assert: on a machine busy with other work, migrations and
     // --workers forks have taken over 10 s.
     timeoutMs: 30_000,

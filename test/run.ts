@@ -50,11 +50,13 @@ const PROCESS_TESTS = [
   'package.test.ts',
   'process/probes.test.ts',
   'process/burst.test.ts',
+  'process/connection-bounds.test.ts',
   'process/life.test.ts',
   'readme.test.ts',
   'process/runtime.test.ts',
   'process/shutdown-under-load.test.ts',
   'storage/backup.test.ts',
+  'storage/private-files.test.ts',
   'storage/durability.test.ts',
   'storage/fleet.test.ts',
   'storage/compatibility.test.ts',
@@ -65,12 +67,14 @@ const PROCESS_TESTS = [
   'storage/sqlite-file-process.test.ts',
   'tracing/tracing.test.ts',
   'process/workers.test.ts',
+  'upgrade/rolling-upgrade.test.ts',
 ]
 
 /**
  * The suites whose subject is the same on every Node line: the faults of the databases and of the process
  * under load, a burst of connections (every other process test goes through the extra listening sockets
- * too, on every line), nginx in front, the pages in Chromium, the README's examples, the package's contents.
+ * too, on every line), nginx in front, the pages in Chromium, the README's examples, the package's contents,
+ * two releases on one database.
  * `PETSTORE_TEST_ONCE=off` leaves them out, as CI does on Node 24 and 22 (README, Tests).
  */
 const ONCE_TESTS = [
@@ -80,7 +84,9 @@ const ONCE_TESTS = [
   'ops/nginx.test.ts',
   'package.test.ts',
   'process/burst.test.ts',
+  'process/connection-bounds.test.ts',
   'readme.test.ts',
+  'upgrade/rolling-upgrade.test.ts',
 ]
 
 /**

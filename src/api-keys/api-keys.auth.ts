@@ -67,7 +67,8 @@ export function createAuthenticate(
   }
   return (request, reply, done) => {
     const header = request.headers.authorization
-    if (header === undefined || !/^bearer(\s|$)/i.test(header)) {
+    // `Bearer` with no token after it sends no key, so it is answered as a missing one.
+    if (header === undefined || !/^bearer\s+\S/i.test(header)) {
       countAuthFailure('missing')
       // Answered after the bytes already received are parsed, as every other answer of this hook is: a
       // request that is also malformed HTTP (a bad chunk in the same packet) gets that 400, not a 401.

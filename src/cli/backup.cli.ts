@@ -4,6 +4,7 @@ import { type CliIo, describeDatabase, progressReporter } from './output.js'
 import { UsageError, parse } from './usage.js'
 import { loadConfig } from '../config.js'
 import { openDatabase } from '../storage/open-database.js'
+import { createPrivateFile } from '../storage/sqlite/private-files.js'
 
 export const BACKUP_HELP = `Usage: petstore backup <file> [--force]
 
@@ -53,6 +54,8 @@ export async function backupCommand(args: string[], io: CliIo): Promise<0 | 1 | 
   io.stderr(`${describeDatabase(database, io.cwd, false)}\n`)
   try {
     if (storage.backup === undefined) throw new Error('this engine has no backup')
+    // SQLite would create it 0644 less the umask: a backup holds what the database does.
+    createPrivateFile(partial)
     await storage.backup(partial, progress.update)
     progress.end()
     fs.renameSync(partial, target)

@@ -1,5 +1,5 @@
 import { isWorker, parseWorkers, runPrimary } from '../process/workers.js'
-import { CONFIG_NAMES, type Config, checkHostsResolve, describeVariable, listenFailure, loadConfig } from '../config.js'
+import { CONFIG_NAMES, type Config, checkHostsResolve, describeVariable, listenFailure, loadConfig, trustProxyWarning } from '../config.js'
 import { clearTextWarning, readCertificatePair } from '../http/tls.js'
 import { createLogger } from '../logger.js'
 import { releaseVersion } from '../shared/release.js'
@@ -39,6 +39,8 @@ export async function serveCommand(args: string[], io: CliIo): Promise<'serving'
     stopWithNpm(io.env, logger)
     const clearText = clearTextWarning(config)
     if (clearText !== undefined) logger.warn(clearText)
+    const anyProxy = trustProxyWarning(config)
+    if (anyProxy !== undefined) logger.warn(anyProxy)
     await waitForPorts(config, logger)
   }
   if (workers > 1 && !isWorker()) {

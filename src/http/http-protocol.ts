@@ -7,7 +7,7 @@ import { ApiError } from '../errors.js'
 import { sendError } from './error-handler.js'
 import { continueWhenBodyIsRead } from './expect-continue.js'
 import { IDEMPOTENCY_KEY } from './header-names.js'
-import { http } from './node-http.js'
+import { CONNECTIONS_CHECKING_INTERVAL_MS, http } from './node-http.js'
 import { type CertificatePair, STRICT_TRANSPORT_SECURITY, createHttpsServer } from './tls.js'
 
 /*
@@ -190,8 +190,7 @@ export function createHttpServer(handler: RequestListener, { timeouts, tls, addr
     requestTimeout: timeouts.requestMs,
     headersTimeout: timeouts.headersMs,
     keepAliveTimeout: timeouts.keepAliveMs,
-    // Node enforces the request and headers timeouts only at this interval (30 s by default).
-    connectionsCheckingInterval: 500,
+    connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
     // Node's answer to a missing Host is an empty 400: protocolChecks gives ours instead.
     requireHostHeader: false,
   }

@@ -108,8 +108,40 @@ function foreignCharset(contentType: string): string | undefined {
   return undefined
 }
 
-/** Replaces Fastify's parsers: only UTF-8 `application/json` is accepted; anything else is 415. */
+/** Whether a Content-Encoding header's codings are all `identity` (or none): the body is as sent. */
+function identityOnly(contentEncoding: string): boolean {
+  for (const coding of contentEncoding.split(',')) {
+    const name = coding.trim()
+    if (name !== '' && name.toLowerCase() !== 'identity') return false
+  }
+  return true
+}
+
+/** A request whose body Fastify reads: its head says one follows, and it is not a GET or HEAD, whose body Fastify ignores. */
+function bodyIsRead({ method, headers }: { method: string; headers: { 'content-length'?: string; 'transfer-encoding'?: string } }): boolean {
+  if (method === 'GET' || method === 'HEAD') return false
+  return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0')
+}
+
+/**
+ * Replaces Fastify's parsers: only UTF-8 `application/json` is accepted; anything else is 415. So is a
+ * body with a Content-Encoding (RFC 9110 §15.5.16): the service decodes none, and a JSON text labelled
+ * gzip would otherwise be stored as it came, a gzipped one refused as not UTF-8. That is decided from
+ * the head, after authentication and the scope, before a byte of the body is read.
+ */
 export function registerJsonBodyParser(app: FastifyInstance): void {
+  app.addHook('preParsing', (request, _reply, payload, done) => {
+    const coding = request.headers['content-encoding']
+    if (coding === undefined || identityOnly(coding) || !bodyIsRead(request)) {
+      done(null, payload)
+      return
+    }
+    done(
+      new ApiError('unsupported_content_encoding', `The body is sent with Content-Encoding: ${coding.slice(0, 40)}; send it without one (identity).`, {
+        'accept-encoding': 'identity',
+      }),
+    )
+  })
   app.removeAllContentTypeParsers()
   app.addContentTypeParser(
     'application/json',

@@ -30,7 +30,31 @@ export interface RepresentationCache {
    * known to be current.
    */
   get(key: string, build: () => Promise<Built>): Representation | Promise<Representation>
+  /** What the cache holds: its answers, what they cost (entryCost's sum, within its budget), and the keys it remembers seeing. */
+  size(): { entries: number; bytes: number; recentKeys: number }
 }
+
+/**
+ * What one kept answer costs beyond its strings' characters: the Map's slot, the entry and the
+ * answer objects, each string's header. An upper bound of what V8 takes (the figure measured is in
+ * docs/decisions/0009-pagination-and-caching.md), so that the budget bounds memory, not payload: an
+ * empty page is 2 bytes of body and, before, cost 2 bytes of an 8 MiB budget.
+ */
+export const ENTRY_OVERHEAD_BYTES = 384
+
+/**
+ * The whole cost of keeping `answer` under `key`. The body is counted in UTF-8 bytes, never fewer than
+ * V8 stores it in; the key, the ETag and the Link are ASCII (a valid cursor, the public base URL).
+ */
+export function entryCost(key: string, answer: Representation): number {
+  return ENTRY_OVERHEAD_BYTES + key.length + Buffer.byteLength(answer.body) + answer.etag.length + (answer.link?.length ?? 0)
+}
+
+/**
+ * The most keys remembered as read in one second, on an engine without a `version`: a flood of distinct
+ * keys (forged cursors) is remembered only this far, and its keys are then not kept for coming back.
+ */
+export const MAX_RECENT_KEYS = 4_096
 
 /**
  * How long a final answer is served from memory, on an engine without a `version`, before it is read
@@ -40,8 +64,9 @@ export interface RepresentationCache {
 export const FINAL_RECHECK_MS = 1_000
 
 /**
- * Serialised answers, bounded by the size of their bodies (a full page is about 100 times a pet), not
- * by their number, the oldest dropped first.
+ * Serialised answers, bounded by what each costs in memory (entryCost: its body, a full page about 100
+ * times a pet's, its key and the bookkeeping), the oldest dropped first. So the number of entries is at
+ * most `maxBytes / ENTRY_OVERHEAD_BYTES`, however small the answers a client can make it keep.
  *
  * - With `version` (an engine that can tell exactly and cheaply when any pet may have changed, in
  *   any process): every answer is kept until the version moves, then all are forgotten. Exact, never
@@ -59,28 +84,29 @@ export function createRepresentationCache({
   clock: Clock
   maxBytes?: number
 }): RepresentationCache {
-  const entries = new Map<string, { answer: Representation; readAt: number }>()
+  const entries = new Map<string, { answer: Representation; readAt: number; cost: number }>()
   let bytes = 0
   const forget = (key: string) => {
     const old = entries.get(key)
     if (old === undefined) return
     entries.delete(key)
-    bytes -= old.answer.body.length
+    bytes -= old.cost
   }
   const keep = (key: string, answer: Representation, readAt: number) => {
     forget(key)
+    const cost = entryCost(key, answer)
     // One larger than the whole budget is never kept, and empties nothing.
-    if (answer.body.length > maxBytes) return
-    // Oldest first, until the new body fits; looked for only when it does not, since a Map's iterator steps
+    if (cost > maxBytes) return
+    // Oldest first, until the new answer fits; looked for only when it does not, since a Map's iterator steps
     // over the slots its deleted entries left (every answer kept again leaves one) until the Map is rehashed.
-    if (bytes + answer.body.length > maxBytes) {
+    if (bytes + cost > maxBytes) {
       for (const oldKey of entries.keys()) {
         forget(oldKey)
-        if (bytes + answer.body.length <= maxBytes) break
+        if (bytes + cost <= maxBytes) break
       }
     }
-    entries.set(key, { answer, readAt })
-    bytes += answer.body.length
+    entries.set(key, { answer, readAt, cost })
+    bytes += cost
   }
 
   if (version !== undefined) {
@@ -102,6 +128,7 @@ export function createRepresentationCache({
           return answer
         })
       },
+      size: () => ({ entries: entries.size, bytes, recentKeys: 0 }),
     }
   }
   // The keys read in this second and the last: a final answer is kept only when its key comes back
@@ -117,7 +144,7 @@ export function createRepresentationCache({
       rotatedAt = now
     }
     if (thisSecond.has(key) || lastSecond.has(key)) return true
-    thisSecond.add(key)
+    if (thisSecond.size < MAX_RECENT_KEYS) thisSecond.add(key)
     return false
   }
   return {
@@ -131,5 +158,6 @@ export function createRepresentationCache({
         return answer
       })
     },
+    size: () => ({ entries: entries.size, bytes, recentKeys: thisSecond.size + lastSecond.size }),
   }
 }

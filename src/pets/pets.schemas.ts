@@ -193,7 +193,14 @@ export const createPetSchema = {
     429: rateLimitedResponse(),
     409: errorResponse('A request with this `Idempotency-Key` is still being processed (`idempotency_key_in_use`).'),
     413: errorResponse('The body is larger than 16 KiB (`payload_too_large`).'),
-    415: errorResponse('The body is not UTF-8 `application/json` (`unsupported_media_type`).'),
+    415: errorResponse(
+      'The body is not UTF-8 `application/json` (`unsupported_media_type`), or is sent with a `Content-Encoding` other than `identity` (`unsupported_content_encoding`).',
+      {
+        'Accept-Encoding': Type.Literal('identity', {
+          description: 'On `unsupported_content_encoding`: the only coding the service reads (RFC 9110 §12.5.3), none.',
+        }),
+      },
+    ),
     422: errorResponse('This `Idempotency-Key` was already used with a different body (`idempotency_key_reused`).'),
     500: internalErrorResponse(),
     503: unavailableResponse(),

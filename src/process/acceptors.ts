@@ -15,7 +15,10 @@ export interface Acceptors {
  * through SO_REUSEPORT, the kernel spreading new connections among them, so the process accepts
  * `count + 1` connections per batch.
  */
-export async function openAcceptors(server: net.Server, options: { host: string; port: number; backlog: number; count: number }): Promise<Acceptors> {
+export async function openAcceptors(
+  server: net.Server,
+  options: { host: string; port: number; backlog: number; count: number; acceptFailed: (error: Error) => void },
+): Promise<Acceptors> {
   const acceptors: net.Server[] = []
   const handOver = (socket: net.Socket) => server.emit('connection', socket)
   try {
@@ -27,6 +30,8 @@ export async function openAcceptors(server: net.Server, options: { host: string;
         acceptor.once('error', reject)
         acceptor.listen({ host: options.host, port: options.port, backlog: options.backlog, reusePort: true }, resolve)
       })
+      // Once listening, an error is a connection that could not be accepted (EMFILE…), not the socket's end.
+      acceptor.removeAllListeners('error').on('error', options.acceptFailed)
     }
   } catch (error) {
     for (const acceptor of acceptors) acceptor.close()

@@ -7,6 +7,7 @@ import { type Config, listenFailure } from '../config.js'
 import { ApiError } from '../errors.js'
 import { shuttingDown } from './health.routes.js'
 import type { Metrics } from '../http/metrics.js'
+import { type Shedding, outOfDescriptors } from './descriptors.js'
 import {
   type FromListener,
   type ProbeAnswer,
@@ -162,13 +163,14 @@ export async function startMetricsListener(
   source: MetricsSource,
   logger: FastifyBaseLogger,
   readiness: Readiness,
+  { timeouts, maxConnections, shedding }: { timeouts: Config['timeouts']; maxConnections: number; shedding: Shedding },
 ): Promise<MetricsListener | undefined> {
   const heartbeat = newHeartbeat()
   const beat = () => Atomics.store(heartbeat, 0, process.hrtime.bigint())
   beat()
   const beating = setInterval(beat, HEARTBEAT_MS).unref()
   const thread = new Thread(new URL('./probe-thread.js', import.meta.url), {
-    workerData: { port, host, heartbeat } satisfies ProbeListenerData,
+    workerData: { port, host, heartbeat, timeouts: { ...timeouts }, maxConnections } satisfies ProbeListenerData,
   })
   const exited = new Promise<number>((resolve) => thread.once('exit', resolve))
   void exited.then(() => clearInterval(beating))
@@ -183,13 +185,17 @@ export async function startMetricsListener(
       : source.scrape().then(
           (text) => ({ status: 200, headers: { 'content-type': source.contentType, 'cache-control': 'no-store' }, body: text }),
           (error: unknown) => {
-            logger.error({ err: error }, 'metrics scrape failed')
+            if (outOfDescriptors(error)) shedding.shortage('scrape', error)
+            else logger.error({ err: error }, 'metrics scrape failed')
             return toProbeAnswer(new ApiError('internal_error', 'The metrics could not be collected.'))
           },
         )
   const started = await new Promise<AddressInfo | undefined>((resolve, reject) => {
     thread.on('message', (message: FromListener) => {
       switch (message.type) {
+        case 'refused':
+          shedding.refused('operations', message.reason, message.count)
+          return
         case 'ask':
           void answer(message.question).then((answered) => thread.postMessage({ type: 'answer', id: message.id, answer: answered } satisfies ToListener))
           return

@@ -7,9 +7,10 @@
  */
 import type { ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { Duplex } from 'node:stream'
 import { parentPort, workerData } from 'node:worker_threads'
 import { ApiError } from '../errors.js'
-import { http } from '../http/node-http.js'
+import { CONNECTIONS_CHECKING_INTERVAL_MS, http } from '../http/node-http.js'
 import {
   type FromListener,
   type ProbeAnswer,
@@ -23,7 +24,7 @@ import {
 
 const port = parentPort
 if (port === null) throw new Error('probe-thread runs as a worker thread, started by src/process/operations-listener.ts')
-const { port: listenPort, host, heartbeat } = workerData as ProbeListenerData
+const { port: listenPort, host, heartbeat, timeouts, maxConnections } = workerData as ProbeListenerData
 const tell = (message: FromListener) => port.postMessage(message)
 
 let nextId = 0
@@ -62,7 +63,15 @@ function send(response: ServerResponse, { status, headers, body }: ProbeAnswer, 
   response.writeHead(status, headers).end(head ? undefined : body)
 }
 
-const server = http.createServer({ requestTimeout: 10_000, headersTimeout: 5_000, keepAliveTimeout: 5_000 }, (request, response) => {
+// The API port's bounds: this port too listens on every interface by default, and its connections
+// are as cheap to open and hold.
+const options = {
+  requestTimeout: timeouts.requestMs,
+  headersTimeout: timeouts.headersMs,
+  keepAliveTimeout: timeouts.keepAliveMs,
+  connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
+}
+const server = http.createServer(options, (request, response) => {
   const path = (request.url ?? '/').split('?')[0] ?? '/'
   const head = request.method === 'HEAD'
   if (path !== '/metrics' && path !== '/healthz' && path !== '/readyz') {
@@ -93,8 +102,47 @@ port.on('message', (message: ToListener) => {
   server.closeIdleConnections()
 })
 
-server.once('error', (error: NodeJS.ErrnoException) => tell({ type: 'listen-failed', code: error.code, message: error.message }))
+// A connection over the cap is closed by Node as it is accepted ('drop').
+server.maxConnections = maxConnections
+
+// Refusals are told to the main thread, which counts them, at most once per REFUSALS_TOLD_MS: a flood of
+// connections is not one of messages.
+const REFUSALS_TOLD_MS = 250
+const refused = { cap: 0, descriptors: 0 }
+const tellRefusals = setInterval(() => {
+  for (const reason of ['cap', 'descriptors'] as const) {
+    if (refused[reason] > 0) tell({ type: 'refused', reason, count: refused[reason] })
+    refused[reason] = 0
+  }
+}, REFUSALS_TOLD_MS).unref()
+server.on('drop', () => refused.cap++)
+server.on('close', () => clearInterval(tellRefusals))
+
+const CLIENT_ERRORS: Record<string, () => ApiError> = {
+  ERR_HTTP_REQUEST_TIMEOUT: () => new ApiError('request_timeout', 'The request took too long to arrive.'),
+  HPE_HEADER_OVERFLOW: () => new ApiError('request_header_fields_too_large', 'The request headers are too large.'),
+}
+
+// What Node would answer on its own (an empty 408 or 400) is answered in the service's shape, then closed.
+server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy()
+    return
+  }
+  const { status, headers, body } = toProbeAnswer(CLIENT_ERRORS[error.code ?? '']?.() ?? new ApiError('invalid_request', 'The request is not well-formed HTTP.'))
+  const lines = Object.entries({ ...headers, 'content-length': String(Buffer.byteLength(body)), connection: 'close' }).map(([name, value]) => `${name}: ${value}\r\n`)
+  socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n${lines.join('')}\r\n${body}`)
+})
+
+const listenFailed = (error: NodeJS.ErrnoException) => tell({ type: 'listen-failed', code: error.code, message: error.message })
+server.once('error', listenFailed)
 server.listen(listenPort, host, () => {
+  // From now on an error is a connection that could not be accepted for want of a descriptor (libuv
+  // closed it): counted, never the end of this thread and of the probes with it.
+  server.off('error', listenFailed).on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EMFILE' && error.code !== 'ENFILE') throw error
+    refused.descriptors++
+  })
   const { port: bound, address, family } = server.address() as AddressInfo
   tell({ type: 'listening', port: bound, address, family })
 })

@@ -61,6 +61,10 @@ export interface ProbeListenerData {
   port: number
   host: string
   heartbeat: BigInt64Array
+  /** The API port's (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS). */
+  timeouts: { requestMs: number; headersMs: number; keepAliveMs: number }
+  /** The most connections the listener holds at once (src/process/descriptors.ts). */
+  maxConnections: number
 }
 
 /** What the listener thread asks the main thread for. */
@@ -71,6 +75,7 @@ export type FromListener =
   | { type: 'listening'; port: number; address: string; family: string }
   | { type: 'listen-failed'; code: string | undefined; message: string }
   | { type: 'ask'; id: number; question: Question }
+  | { type: 'refused'; reason: 'cap' | 'descriptors'; count: number }
 
 /** From the main thread to the listener thread. */
 export type ToListener = { type: 'answer'; id: number; answer: ProbeAnswer } | { type: 'close' }

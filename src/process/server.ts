@@ -9,6 +9,7 @@ import { isWorker, noWorkerListening, onHangup } from './workers.js'
 import type { Config } from '../config.js'
 import { flushLog } from '../logger.js'
 import { type Acceptors, openAcceptors } from './acceptors.js'
+import { capConnections, connectionCaps, createShedding, descriptorLimit, guardedMemoryUsage } from './descriptors.js'
 import { followConnections } from './drain.js'
 import { createMetrics } from '../http/metrics.js'
 import { readCertificatePair, reloadCertificates } from '../http/tls.js'
@@ -51,6 +52,11 @@ export async function startServer(
   }
   let draining = false
   const metrics = createMetrics()
+  const shedding = createShedding(metrics.registry, logger)
+  process.memoryUsage = guardedMemoryUsage(shedding)
+  const descriptors = descriptorLimit()
+  const caps = connectionCaps(descriptors ?? Number.POSITIVE_INFINITY, config.database.engine === 'postgres' ? config.database.poolSize : 0)
+  logger.info({ descriptors: descriptors ?? 'unlimited', connectionCaps: caps }, 'connection caps set from the descriptor limit')
   // getPet calls are counted by the app's own recorder, which app.close() flushes while the database is still open.
   const app = await buildApp({ config, storage, logger, isDraining: () => draining, metrics, traceIds: tracing?.currentIds, tls: certificates })
   let metricsListener: MetricsListener | undefined
@@ -60,7 +66,11 @@ export async function startServer(
     reportToPrimary(metrics)
     answerReadinessForPrimary(readiness)
   } else if (config.metrics !== undefined) {
-    metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger, readiness)
+    metricsListener = await startMetricsListener(config.metrics, processSource(metrics), logger, readiness, {
+      timeouts: config.timeouts,
+      maxConnections: caps.operations,
+      shedding,
+    })
   }
   const connections = followConnections(app.server)
   // Before listening: once a client can connect, a renewal or a SIGHUP is acted on.
@@ -76,7 +86,15 @@ export async function startServer(
     // then drops their SYNs and each waits 1 s or more to retry before it is even accepted.
     const listen = { port: config.port, host: config.host, backlog: config.listenBacklog, reusePort: batched }
     await app.listen({ ...listen, listenTextResolver: listenText(certificates !== undefined) })
-    if (batched) acceptors = await openAcceptors(app.server, { ...listen, port: (app.server.address() as net.AddressInfo).port, count: EXTRA_ACCEPTORS })
+    capConnections(app.server, caps.api, shedding)
+    if (batched) {
+      acceptors = await openAcceptors(app.server, {
+        ...listen,
+        port: (app.server.address() as net.AddressInfo).port,
+        count: EXTRA_ACCEPTORS,
+        acceptFailed: (error) => app.server.emit('error', error),
+      })
+    }
   } catch (error) {
     offHangup?.()
     reloading?.close()

@@ -1,9 +1,11 @@
 import cluster, { type Worker } from 'node:cluster'
 import os from 'node:os'
 import type { Logger } from 'pino'
+import { Registry } from 'prom-client'
 import type { Config } from '../config.js'
 import { flushLog } from '../logger.js'
 import { clusterReadiness, clusterSource, startMetricsListener } from './operations-listener.js'
+import { connectionCaps, createShedding, descriptorLimit } from './descriptors.js'
 import { openMigratedStorage } from '../repositories.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
@@ -40,7 +42,11 @@ export async function runPrimary(config: Config, logger: Logger, count: number):
       () => [...alive].filter((worker) => listening.has(worker)),
       () => stopping,
     )
-    await startMetricsListener(config.metrics, clusterSource(), logger, readiness)
+    // The primary holds only the metrics port's connections; what it refuses is logged, and counted in a
+    // registry of its own, which the workers' summed figures do not include.
+    const caps = connectionCaps(descriptorLimit() ?? Number.POSITIVE_INFINITY)
+    const shedding = createShedding(new Registry(), logger)
+    await startMetricsListener(config.metrics, clusterSource(), logger, readiness, { timeouts: config.timeouts, maxConnections: caps.operations, shedding })
   }
 
   const stopAll = () => {

@@ -4,10 +4,12 @@ import { ConfigError, type DatabaseConfig, withoutPassword } from '../config.js'
 import type { Database, StorageLog } from './database.js'
 import { type MigrationState, migrationState, unknownMigrationsWarning } from './migrations/compatibility.js'
 import { MIGRATION_NAMES } from './migrations/names.js'
+import { makeDatabasePrivate, makePrivateFolder, unsafePermissions } from './sqlite/private-files.js'
 
 /**
  * Opens the configured engine. Nothing is migrated until `migrate()`. A SQLite file is created in its
- * folder if missing, but the folder only for the unset default: `named` (DATABASE_URL unless a command
+ * folder if missing, but the folder only for the unset default, each private to this user whatever the
+ * umask (src/storage/sqlite/private-files.ts), and a database that other users could write is refused: `named` (DATABASE_URL unless a command
  * line option gave the URL) is blamed, with the path, for a folder that does not exist or cannot be made,
  * and for a file SQLite cannot open. `log` hears what the operator should fix while the storage runs (a
  * pooler that drops prepared statements, a SQLite file deleted).
@@ -17,11 +19,16 @@ export async function openDatabase(database: DatabaseConfig, named = 'DATABASE_U
   if (database.engine === 'sqlite') {
     if (database.createFolder === true) {
       try {
-        fs.mkdirSync(path.dirname(database.path), { recursive: true })
+        makePrivateFolder(path.dirname(database.path))
       } catch (error) {
         throw new ConfigError(named, `${chosen(database)} whose folder cannot be created: ${(error as Error).message}`)
       }
     } else checkSqliteFolder(database, named)
+    if (database.path !== ':memory:') {
+      const unsafe = unsafePermissions(database.path)
+      if (unsafe !== undefined) throw new ConfigError(named, `${chosen(database)} ${unsafe}`)
+      makeDatabasePrivate(database.path, { ownFolder: database.createFolder === true })
+    }
     const { openSqliteDatabase } = await import('./sqlite/sqlite-database.js')
     try {
       return openSqliteDatabase(database.path, { named, log })

@@ -56,8 +56,19 @@ for (const engine of ENGINES) {
     })
 
     for (const [label, authorization] of [
-      ['a Bearer scheme with no token', () => 'Bearer'],
-      ['a Bearer scheme with an empty token', () => 'Bearer '],
+      ['a Bearer scheme with no token', 'Bearer'],
+      ['a Bearer scheme with an empty token', 'Bearer '],
+      ['a Bearer scheme followed by spaces and a tab', 'Bearer  \t '],
+    ] as const) {
+      it(`answers ${label} as a missing key: one is required, with no invalid_token`, async () => {
+        const response = await list(authorization)
+        assert.equal(response.statusCode, 401)
+        assert.equal(errorBody(response).message, 'An API key is required: send it as "Authorization: Bearer <key>".')
+        assert.equal(response.headers['www-authenticate'], CHALLENGE)
+      })
+    }
+
+    for (const [label, authorization] of [
       ['a token with a space in it', () => 'Bearer two words'],
       ['a valid key with a character added', () => `Bearer ${fx.key}x`],
       ['a valid key with its last character removed', () => `Bearer ${fx.key.slice(0, -1)}`],

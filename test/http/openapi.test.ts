@@ -591,6 +591,7 @@ for (const engine of DIRECT_ENGINES) {
       },
       'with a body over 16 KiB': (target, key) => send(target, key, { payload: valid + ' '.repeat(16 * 1024), headers: { 'content-type': 'application/json' } }),
       'with a body that is not JSON': (target, key) => send(target, key, { payload: valid, headers: { 'content-type': 'text/plain' } }),
+      'with a body in a Content-Encoding': (target, key) => send(target, key, { payload: valid, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } }),
       'with an Expect other than 100-continue': (target, key) => raw(target, key, ['Expect: something-else']),
       'with a header block over 16 KiB': (target, key) => raw(target, key, [`X-Big: ${'x'.repeat(20_000)}`]),
       [`with more than ${MAX_HEADER_LINES} header lines`]: (target, key) =>

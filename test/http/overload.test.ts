@@ -60,6 +60,17 @@ async function untilServed(testApp: TestApp, key: string, url: string, limitMs: 
   }
 }
 
+/** Sends `send()` every 25 ms while it is answered 200, and returns the first other answer; fails after `limitMs`. */
+async function untilShed(send: () => Promise<LightMyRequestResponse>, limitMs: number): Promise<LightMyRequestResponse> {
+  const start = performance.now()
+  for (;;) {
+    const response = await send()
+    if (response.statusCode !== 200) return response
+    if (performance.now() - start > limitMs) assert.fail(`still served after ${limitMs} ms: ${response.body}`)
+    await sleep(25)
+  }
+}
+
 async function overloadRejections(metrics: Metrics): Promise<Record<string, number>> {
   const metric = metrics.registry.getSingleMetric('petstore_overload_rejections_total')
   assert.ok(metric !== undefined)
@@ -75,9 +86,17 @@ for (const engine of DIRECT_ENGINES) {
 
     it('answers every request but /healthz with 503 overloaded and Retry-After while the event loop lags, and serves again at once when it no longer does', async (t) => {
       const { testApp: app, key } = fx
-      await sleep(1_000)
       assert.equal((await app.request(key, { method: 'GET', url: '/v1/pets' })).statusCode, 200)
       assert.deepEqual(await overloadRejections(metrics), { 'event-loop-delay': 0, heap: 0 })
+      // Nothing is shed until the samples cover only time after the app was ready (load-shedding.ts): the loop
+      // is lagged until readiness, which does nothing, is shed, and then left calm until the API is served.
+      const readiness = await untilShed(async () => {
+        await lagEventLoop(600, 100)
+        return app.app.inject({ method: 'GET', url: '/readyz' })
+      }, 10_000)
+      assertOverloaded(readiness, 'GET /readyz while the loop lags')
+      await untilServed(app, key, '/v1/pets', 1_500)
+      const shedBefore = (await overloadRejections(metrics))['event-loop-delay'] ?? 0
 
       await lagEventLoop(1_200, 100)
       // Sent together, before the next sample can see the loop calm again.
@@ -100,7 +119,7 @@ for (const engine of DIRECT_ENGINES) {
       assert.equal(health.statusCode, 200, health.body)
       assert.deepEqual(JSON.parse(health.body), { status: 'ok' })
       assert.equal(healthHead.statusCode, 200)
-      assert.deepEqual(await overloadRejections(metrics), { 'event-loop-delay': Object.keys(shed).length, heap: 0 })
+      assert.deepEqual(await overloadRejections(metrics), { 'event-loop-delay': shedBefore + Object.keys(shed).length, heap: 0 })
 
       // The next sample, a quarter of a second on, sees the loop calm.
       await untilServed(app, key, '/v1/pets', 1_500)
@@ -129,9 +148,8 @@ describe('load shedding on heap use', () => {
   const fx = useTestApp('sqlite', { env: { ...NO_RATE_LIMITS, OVERLOAD_MAX_HEAP_MB: '1' }, metrics })
 
   it('answers 503 overloaded while the heap in use is over OVERLOAD_MAX_HEAP_MB, and keeps /healthz', async () => {
-    // Nothing is shed in the first three quarters of a second after the app is ready.
-    await sleep(1_000)
-    assertOverloaded(await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' }), 'GET /v1/pets')
+    // Nothing is shed until the samples cover only time after the app was ready (load-shedding.ts): served till then.
+    assertOverloaded(await untilShed(() => fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets' }), 5_000), 'GET /v1/pets')
     assertOverloaded(await fx.testApp.app.inject({ method: 'GET', url: '/readyz' }), 'GET /readyz')
     assert.equal((await fx.testApp.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
     assert.deepEqual(await overloadRejections(metrics), { 'event-loop-delay': 0, heap: 2 })
@@ -186,15 +204,16 @@ function scraped(text: string, series: string): number {
   return line === undefined ? 0 : Number(line.slice(series.length + 1))
 }
 
-describe('a real server driven at several times its capacity (SQLite)', () => {
-  // One process serves a cached page of listPets in about 0.1 ms of CPU, and the load generator, in
-  // this process, keeps about 350 of the 400 requests in flight: a turn of the server's loop takes
-  // some 25 ms, and @fastify/under-pressure reports the mean delay less its 10 ms resolution. At 25 ms
-  // a quiet machine once shed nothing at all (24 November, 13,125 requests/s); at 5 ms it sheds about
-  // half the load, and an idle loop still reads 0.
+describe('a real server driven past its capacity (SQLite)', () => {
+  // @fastify/under-pressure sheds once the mean turn of the server's loop, less its 10 ms resolution, is over
+  // the threshold; a turn serves what the open connections have sent meanwhile. How many connections make a
+  // turn that long depends on the machine: a fast quiet one served 400 without shedding (issue 44). So the
+  // connections double, stage by stage, until the service sheds and still serves some: a fast machine needs
+  // more of them, a slow one sheds at the first stage, and one starved by other work may need fewer. A service
+  // that never sheds fails at 3,200 connections, one that refuses everything at 25.
   const THRESHOLD_MS = 5
-  const CONNECTIONS = 400
-  const LOAD_SECONDS = 10
+  const FIRST_STAGE = 400
+  const STAGE_SECONDS = 5
   const URL_PATH = '/v1/pets?limit=20'
   let server: ServerProcess | undefined
   let key = ''
@@ -246,7 +265,8 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
     assert.equal(Number(sendQ), Math.min(4096, somaxconn), ss.stdout)
   })
 
-  it('serves some requests with a bounded p99 and refuses the rest at once with 503 and Retry-After; nothing else fails, memory stays bounded, /healthz answers and /readyz fails; it serves normally as soon as the load stops', async (t) => {
+  /** `connections` sending back to back for STAGE_SECONDS, probes beside them, then the service's recovery. */
+  async function stage(connections: number) {
     const { baseUrl, child } = server as ServerProcess
     const pid = child.pid ?? 0
     const authorization = `Bearer ${key}`
@@ -269,10 +289,9 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
             }
           }),
         )
-        // Often enough to catch a moment of shedding: on a fast machine only a few per cent of the
-        // load is refused (shedding for a few per cent of the time), and 18 probes 0.5 s apart once all
-        // missed it (CI, 23 November); 68 probes 0.1 s apart caught it twice. Two probes every 20 ms
-        // are nothing next to the load.
+        // Often enough to catch a moment of shedding: where only a few per cent of the load is refused, the
+        // service sheds for a few per cent of the time, and probes half a second apart once all missed it
+        // (CI, 23 November). Two probes every 20 ms are nothing next to the load.
         await sleep(20)
       }
     })()
@@ -282,8 +301,8 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
       const instance = autocannon(
         {
           url: `${baseUrl}${URL_PATH}`,
-          connections: CONNECTIONS,
-          duration: LOAD_SECONDS,
+          connections,
+          duration: STAGE_SECONDS,
           timeout: 10,
           requests: [
             {
@@ -310,10 +329,10 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
 
     // As soon as the load stops: the next sample of the loop, a quarter of a second on, is calm.
     // Then it stays calm: 20 requests in a row are served and /readyz says ready. On a CI machine
-    // that runs other test files beside this one, their CPU can lag this loop past the 25 ms
-    // threshold for a sample after the load (CI, 23 November: one 503 right after the first 200),
-    // and shedding then is right; so a relapse restarts the count, and the whole recovery must
-    // still fit in a few seconds.
+    // that runs other test files beside this one, their CPU can lag this loop past the threshold for
+    // a sample after the load (CI, 23 November: one 503 right after the first 200), and shedding
+    // then is right; so a relapse restarts the count, and the whole recovery must still fit in a
+    // few seconds.
     let firstServedMs = Number.NaN
     let recoveredMs = Number.NaN
     const served: number[] = []
@@ -342,16 +361,12 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
       served.length = 0
       await sleep(25)
     }
-    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
-    const shedSeries = 'petstore_http_request_duration_seconds_bucket{le="%",method="GET",route="/v1/pets",status="503"}'
-    const shedTotal = scraped(metrics, shedSeries.replace('%', '+Inf'))
-    const shedWithin10ms = scraped(metrics, shedSeries.replace('%', '0.01'))
 
     const servedMs = tally.servedMs.sort((a, b) => a - b)
     const refusedMs = tally.refusedMs.sort((a, b) => a - b)
     const figures = {
-      connections: CONNECTIONS,
-      seconds: LOAD_SECONDS,
+      connections,
+      seconds: STAGE_SECONDS,
       thresholdMs: THRESHOLD_MS,
       servedPerSecond: Math.round(servedMs.length / result.duration),
       served: servedMs.length,
@@ -363,7 +378,6 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
       servedP99Ms: round(percentile(servedMs, 0.99)),
       refusedP50Ms: round(percentile(refusedMs, 0.5)),
       refusedP99Ms: round(percentile(refusedMs, 0.99)),
-      refusalsAnsweredWithin10msByServer: shedTotal === 0 ? 0 : round(shedWithin10ms / shedTotal, 4),
       idleRssMiB: round(idleRssKb / 1024),
       peakRssMiB: round(peakRssKb / 1024),
       firstServedAfterLoadMs: round(firstServedMs),
@@ -376,27 +390,55 @@ describe('a real server driven at several times its capacity (SQLite)', () => {
         return counts
       }, {}),
     }
-    t.diagnostic(JSON.stringify(figures))
+    return { figures, result, tally, probes, rssGrowthKb: peakRssKb - idleRssKb }
+  }
 
-    // Nothing else fails: every request was answered, 200 or 503, and every 503 was the service's own.
-    assert.equal(result.errors, 0, `socket errors and timeouts: ${JSON.stringify(figures)}`)
-    assert.deepEqual(Object.keys(tally.statuses).sort(), ['200', '503'], JSON.stringify(figures))
-    assert.deepEqual(tally.malformedRefusals, [])
-    assert.ok(scraped(metrics, 'petstore_overload_rejections_total{reason="event-loop-delay"}') >= refusedMs.length)
+  it('serves some requests with a bounded p99 and refuses the rest at once with 503 and Retry-After; nothing else fails, memory stays bounded, /healthz answers and /readyz fails; it serves normally as soon as the load stops', async (t) => {
+    const stages: Awaited<ReturnType<typeof stage>>['figures'][] = []
+    let refused = 0
+    let found = false
+    for (let connections = FIRST_STAGE; ; ) {
+      const { figures, result, tally, probes, rssGrowthKb } = await stage(connections)
+      stages.push(figures)
+      refused += tally.refusedMs.length
+      t.diagnostic(JSON.stringify(figures))
+      const all = JSON.stringify(stages)
+
+      // At every stage, shedding or not: every request was answered, 200 or 503, and every 503 was the
+      // service's own; liveness answered throughout; memory stayed bounded; the service came back at once.
+      assert.equal(result.errors, 0, `socket errors and timeouts: ${all}`)
+      assert.deepEqual(Object.keys(tally.statuses).filter((status) => status !== '200' && status !== '503'), [], all)
+      assert.deepEqual(tally.malformedRefusals, [], all)
+      // The served requests and the refusals waited their turn alike, never for long.
+      assert.ok(tally.servedMs.length === 0 || figures.servedP99Ms < 5_000, all)
+      assert.ok(tally.refusedMs.length === 0 || figures.refusedP99Ms < 5_000, all)
+      assert.ok(probes.length > 0, all)
+      for (const probe of probes.filter(({ path }) => path === '/healthz')) assert.equal(probe.status, 200, all)
+      assert.ok(rssGrowthKb < 128 * 1024, all)
+      assert.ok(figures.firstServedAfterLoadMs < 1_500, all)
+      assert.ok(figures.recoveredAfterLoadMs < 5_000, all)
+
+      // Shed: some requests refused, and readiness said overloaded at least once.
+      const shed = tally.refusedMs.length > 0 && probes.some(({ path, status, code }) => path === '/readyz' && status === 503 && code === 'overloaded')
+      if (shed && tally.servedMs.length > 0) {
+        found = true
+        break
+      }
+      // Under-pressure sheds all or nothing for a sample, so a machine starved by other work can spend a
+      // whole stage refusing, when only refusals fit: the load is halved then, as it is doubled when nothing
+      // was shed. A load met twice means there is none between shedding nothing and serving nothing.
+      const next = shed ? connections / 2 : connections * 2
+      if (next < FIRST_STAGE / 16 || next > FIRST_STAGE * 8 || stages.some((done) => done.connections === next)) break
+      connections = next
+    }
+    assert.ok(found, `no load from ${FIRST_STAGE / 16} to ${FIRST_STAGE * 8} connections was both served in part and shed: ${JSON.stringify(stages)}`)
+
+    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
+    assert.ok(scraped(metrics, 'petstore_overload_rejections_total{reason="event-loop-delay"}') >= refused, metrics)
     // A refusal costs the service next to nothing: it is answered before any work is done.
-    assert.ok(shedWithin10ms >= 0.99 * shedTotal, JSON.stringify(figures))
-    // The served requests and the refusals waited their turn alike, never for long.
-    assert.ok(figures.servedP99Ms < 5_000, JSON.stringify(figures))
-    assert.ok(figures.refusedP99Ms < 5_000, JSON.stringify(figures))
-    // Liveness answered throughout; readiness said overloaded at least once.
-    assert.ok(probes.length > 0)
-    for (const probe of probes.filter(({ path }) => path === '/healthz')) assert.equal(probe.status, 200, JSON.stringify(figures))
-    assert.ok(
-      probes.some(({ path, status, code }) => path === '/readyz' && status === 503 && code === 'overloaded'),
-      JSON.stringify(figures),
-    )
-    assert.ok(peakRssKb - idleRssKb < 128 * 1024, JSON.stringify(figures))
-    assert.ok(firstServedMs < 1_500, JSON.stringify(figures))
-    assert.ok(recoveredMs < 5_000, JSON.stringify(figures))
+    const shedSeries = 'petstore_http_request_duration_seconds_bucket{le="%",method="GET",route="/v1/pets",status="503"}'
+    const shedTotal = scraped(metrics, shedSeries.replace('%', '+Inf'))
+    const shedWithin10ms = scraped(metrics, shedSeries.replace('%', '0.01'))
+    assert.ok(shedTotal > 0 && shedWithin10ms >= 0.99 * shedTotal, `${shedWithin10ms} of ${shedTotal} refusals within 10 ms: ${JSON.stringify(stages)}`)
   })
 })

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
+import { gzipSync } from 'node:zlib'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
 import { DIRECT_ENGINES, errorBody, listPetsText, postPet, useTestApp } from '../helper.js'
 
@@ -219,6 +220,29 @@ for (const engine of DIRECT_ENGINES) {
           await assertRejected(() => post({ 'content-type': contentType }, valid), 415, 'unsupported_media_type')
         })
       }
+
+      for (const coding of ['gzip', 'br, deflate', 'GZIP', 'identity, gzip']) {
+        it(`rejects a body sent with Content-Encoding: ${coding} with 415 unsupported_content_encoding and Accept-Encoding: identity`, async () => {
+          let response: LightMyRequestResponse | undefined
+          await assertRejected(
+            async () => (response = await post({ 'content-type': 'application/json', 'content-encoding': coding }, valid)),
+            415,
+            'unsupported_content_encoding',
+          )
+          assert.equal(response?.headers['accept-encoding'], 'identity')
+        })
+      }
+
+      it('rejects a body that really is gzip with 415, not 400 for its bytes', async () => {
+        const response = await post({ 'content-type': 'application/json', 'content-encoding': 'gzip' }, gzipSync(valid).toString('latin1'))
+        assert.equal(response.statusCode, 415, response.body)
+        assert.equal(errorBody(response).code, 'unsupported_content_encoding')
+      })
+
+      it('accepts Content-Encoding: identity, as if none were sent', async () => {
+        const response = await post({ 'content-type': 'application/json', 'content-encoding': 'Identity' }, valid)
+        await assertStored(response, { name: 'Typed', categoryId: 3 })
+      })
 
       it('accepts application/json; charset=utf-8', async () => {
         const response = await post({ 'content-type': 'application/json; charset=utf-8' }, valid)

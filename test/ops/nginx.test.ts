@@ -1,18 +1,16 @@
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import fs from 'node:fs'
 import type http from 'node:http'
 import https from 'node:https'
-import path from 'node:path'
 import tls from 'node:tls'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { DOCUMENTED, KINDS, type Kind } from '../../scripts/fleet.js'
-import { type NodeProcess, ROOT, createKey, errorShape, stopProcess, waitUntilReady } from '../../scripts/petstore-process.js'
-import { type Certificate, makeCertificate, opensslSkip } from '../certificates.js'
+import { createKey, errorShape, stopProcess, waitUntilReady } from '../../scripts/petstore-process.js'
+import { makeCertificate, opensslSkip } from '../certificates.js'
 import { sqliteDatabaseEnv } from '../helper.js'
 import { type ServerProcess, cleanupProcesses, freePort, startServer, stopServer, trackedTempDir } from '../processes.js'
+import { type Nginx, nginxSkip, startNginx } from './nginx.js'
 
 /*
  * The repository's nginx configuration (ops/nginx/petstore.conf), run by Debian's nginx in front of two
@@ -24,12 +22,8 @@ import { type ServerProcess, cleanupProcesses, freePort, startServer, stopServer
 
 after(cleanupProcesses)
 
-const NGINX = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin']
-  .map((dir) => path.join(dir, 'nginx'))
-  .find((file) => fs.existsSync(file))
-const SKIP = NGINX === undefined ? 'nginx is not installed (apt-get install nginx): the reverse-proxy test is skipped' : opensslSkip
+const SKIP = nginxSkip === false ? opensslSkip : `${nginxSkip}: the reverse-proxy test is skipped`
 
-const CONF = path.join(ROOT, 'ops', 'nginx', 'petstore.conf')
 /** Concurrent keep-alive clients of nginx. */
 const LOOPS = 8
 const ROUNDS = 2
@@ -40,78 +34,6 @@ interface Answer {
   status: number
   headers: http.IncomingHttpHeaders
   text: string
-}
-
-/** `text` with each `[from, to]` replaced, each `from` found exactly once: a change to the file that drops one fails here. */
-function replaceOnce(text: string, replacements: [string, string][]): string {
-  return replacements.reduce((result, [from, to]) => {
-    const count = result.split(from).length - 1
-    assert.equal(count, 1, `${path.relative(ROOT, CONF)} holds "${from}" ${count} times, not once`)
-    return result.replace(from, () => to)
-  }, text)
-}
-
-interface Nginx extends NodeProcess {
-  port: number
-  /** The access log, one line per request: status, method, URI, the instances tried and what each answered. */
-  accessLog(): string[]
-  /** The error log's lines but those of connections refused, which nginx retries on the next instance. */
-  errors(): string[]
-}
-
-/**
- * nginx in the foreground, as one process (a master's workers would outlive a SIGKILL to it), in `dir`,
- * serving the repository's configuration on `port` with `certificate`, in front of `upstreams`.
- */
-async function startNginx(dir: string, { port, upstreams, certificate }: { port: number; upstreams: number[]; certificate: Certificate }): Promise<Nginx> {
-  if (NGINX === undefined) throw new Error('nginx is not installed')
-  const site = path.join(dir, 'petstore.conf')
-  fs.writeFileSync(
-    site,
-    replaceOnce(fs.readFileSync(CONF, 'utf8'), [
-      ...upstreams.map((upstream, i): [string, string] => [`server 127.0.0.1:${3001 + i}`, `server 127.0.0.1:${upstream}`]),
-      ['listen 443 ssl http2;', `listen 127.0.0.1:${port} ssl http2;`],
-      ['/etc/letsencrypt/live/api.example.com/fullchain.pem', certificate.certFile],
-      ['/etc/letsencrypt/live/api.example.com/privkey.pem', certificate.keyFile],
-    ]),
-  )
-  const accessLog = path.join(dir, 'access.log')
-  const errorLog = path.join(dir, 'error.log')
-  const main = path.join(dir, 'nginx.conf')
-  fs.writeFileSync(
-    main,
-    [
-      'events { worker_connections 1024; }',
-      'http {',
-      // Debian's build keeps these under /var/lib/nginx.
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((name) => `  ${name}_temp_path ${path.join(dir, name)};`),
-      "  log_format upstreams '$status $request_method $request_uri tried $upstream_addr answered $upstream_status';",
-      `  access_log ${accessLog} upstreams;`,
-      `  include ${site};`,
-      '}',
-    ].join('\n'),
-  )
-  const child = spawn(NGINX, ['-p', dir, '-c', main, '-g', `daemon off; master_process off; pid ${path.join(dir, 'nginx.pid')}; error_log ${errorLog} warn;`], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  if (child.pid === undefined) throw new Error('nginx could not be started')
-  // Whatever ends this file: nothing tracks nginx but this file.
-  process.once('exit', () => child.kill('SIGKILL'))
-  let piped = ''
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (piped += chunk))
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (piped += chunk))
-  const read = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '')
-  const nginx: Nginx = {
-    name: 'nginx',
-    child,
-    pid: child.pid,
-    port,
-    exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve((nginx.exit = { code, signal })))),
-    output: () => `${piped}${read(errorLog).split('\n').slice(-30).join('\n')}`,
-    accessLog: () => read(accessLog).split('\n').filter((line) => line !== ''),
-    errors: () => read(errorLog).split('\n').filter((line) => line !== '' && !line.includes('(111: Connection refused)')),
-  }
-  return nginx
 }
 
 describe('nginx in front of two instances, with ops/nginx/petstore.conf', { skip: SKIP, timeout: 120_000 }, () => {

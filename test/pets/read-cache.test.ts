@@ -2,7 +2,16 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import pg from 'pg'
-import { FINAL_RECHECK_MS, type Representation, createRepresentationCache, representation } from '../../src/pets/pets.representation-cache.js'
+import {
+  ENTRY_OVERHEAD_BYTES,
+  FINAL_RECHECK_MS,
+  MAX_RECENT_KEYS,
+  type Representation,
+  createRepresentationCache,
+  entryCost,
+  representation,
+} from '../../src/pets/pets.representation-cache.js'
+import { encodeCursor } from '../../src/pets/pets.cursor.js'
 import { SQLITE_LIST_BY_STATUS } from '../../src/pets/pets.repository.sqlite.js'
 import { PETS_REPOSITORY_METHODS } from '../../src/pets/pets.routes.js'
 import type { Storage } from '../../src/repositories.js'
@@ -29,7 +38,8 @@ describe('representation cache', () => {
   it('with a version: keeps at most its byte budget, dropping the oldest answers first, and forgets all on a new version', async () => {
     let version = 1
     let builds = 0
-    const cache = createRepresentationCache({ version: () => version, clock: new ManualClock(), maxBytes: 10 })
+    // Room for two answers of one key's form, not three.
+    const cache = createRepresentationCache({ version: () => version, clock: new ManualClock(), maxBytes: 2 * entryCost('a', representation('aaaa')) })
     const get = (key: string) =>
       cache.get(key, async () => {
         builds++
@@ -39,7 +49,7 @@ describe('representation cache', () => {
     await get('b')
     await get('a')
     assert.equal(builds, 2)
-    await get('c') // 12 bytes > 10: 'a' goes
+    await get('c') // three answers' cost is over the budget: 'a' goes
     await get('b')
     assert.equal(builds, 3)
     await get('a')
@@ -48,8 +58,8 @@ describe('representation cache', () => {
     await get('a')
     assert.equal(builds, 5)
     // An answer larger than the whole budget is served, never kept, and the others stay.
-    await get('z'.repeat(5))
-    await get('z'.repeat(5))
+    await get('z'.repeat(400))
+    await get('z'.repeat(400))
     assert.equal(builds, 7)
     await get('a')
     assert.equal(builds, 7)
@@ -57,7 +67,7 @@ describe('representation cache', () => {
 
   it('without a version: keeps only final answers whose key comes back, each read again once FINAL_RECHECK_MS has passed', async () => {
     const clock = new ManualClock()
-    const cache = createRepresentationCache({ version: undefined, clock, maxBytes: 12 })
+    const cache = createRepresentationCache({ version: undefined, clock, maxBytes: 2 * entryCost('aaaa', representation('aaaa12')) })
     let builds = 0
     let final = true
     const get = (key: string) =>
@@ -99,7 +109,7 @@ describe('representation cache', () => {
     await get('k')
     await get('k')
     assert.equal(builds, 11)
-    // The byte budget holds here too: answers of 6 bytes ('aaaa12'), two fit in 12, the oldest goes first.
+    // The budget holds here too: two answers such as 'aaaa12' fit, the oldest goes first.
     final = true
     for (const key of ['aaaa', 'bbbb', 'aaaa', 'bbbb', 'cccc', 'cccc']) await get(key)
     assert.equal(builds, 17)
@@ -107,6 +117,38 @@ describe('representation cache', () => {
     assert.equal(builds, 17)
     await get('aaaa')
     assert.equal(builds, 18)
+  })
+})
+
+describe('forged cursors against the representation cache', () => {
+  const FORGED = 100_000
+  const BUDGET = 8 * 1024 * 1024
+  // What a forged cursor gets: an empty page, final or not, that the cache may keep.
+  const empty = representation('[]')
+  const emptyPage = () => Promise.resolve({ answer: empty, final: true })
+  const forged = (n: number) => `list 20  ${encodeCursor(BigInt(1_000_000_000 + n), undefined)}`
+
+  it(`with a version: ${FORGED.toLocaleString('en')} distinct cursors keep it within its budget, at most budget / ${ENTRY_OVERHEAD_BYTES} entries`, async () => {
+    const cache = createRepresentationCache({ version: () => 1, clock: new ManualClock(), maxBytes: BUDGET })
+    for (let n = 0; n < FORGED; n++) await cache.get(forged(n), emptyPage)
+    const { entries, bytes } = cache.size()
+    assert.ok(bytes <= BUDGET, `${bytes} bytes accounted`)
+    assert.ok(entries <= Math.floor(BUDGET / ENTRY_OVERHEAD_BYTES), `${entries} entries`)
+    // Full, and each entry counted at its whole cost: a key, an ETag and the overhead, not 2 bytes of body.
+    assert.equal(bytes, entries * entryCost(forged(0), empty))
+    assert.ok(bytes > BUDGET - entryCost(forged(0), empty))
+  })
+
+  it(`without a version: ${FORGED.toLocaleString('en')} distinct cursors in one second remember at most ${MAX_RECENT_KEYS} keys, and keep nothing`, async () => {
+    const clock = new ManualClock()
+    const cache = createRepresentationCache({ version: undefined, clock, maxBytes: BUDGET })
+    for (let n = 0; n < FORGED; n++) await cache.get(forged(n), emptyPage)
+    assert.deepEqual(cache.size(), { entries: 0, bytes: 0, recentKeys: MAX_RECENT_KEYS })
+    // The same flood again within the second: the keys it remembered come back and are kept, within the budget.
+    for (let n = 0; n < FORGED; n++) await cache.get(forged(n), emptyPage)
+    const { entries, bytes, recentKeys } = cache.size()
+    assert.equal(recentKeys, MAX_RECENT_KEYS)
+    assert.ok(entries <= MAX_RECENT_KEYS && bytes <= BUDGET, JSON.stringify(cache.size()))
   })
 })
 

@@ -143,13 +143,15 @@ describe('SIGHUP', () => {
         const server = await launch(how)
         // A terminal that closes sends it to the group: the workers leave it to their primary.
         process.kill(to === 'process' ? server.pid : -server.pid, 'SIGHUP')
-        await sleep(500)
+        const said = () => logLines(server.output()).filter((line) => line.msg === 'SIGHUP: no TLS certificate to reload; still serving')
+        await until(() => said().length > 0, 10_000, () => `nothing said of the SIGHUP:\n${server.output()}`)
         const response = await fetch(`http://127.0.0.1:${server.port}/healthz`)
         assert.equal(response.status, 200)
-        const said = logLines(server.output()).filter((line) => line.msg === 'SIGHUP: no TLS certificate to reload; still serving')
-        assert.equal(said.length, 1, server.output())
         process.kill(server.pid, 'SIGTERM')
-        assert.deepEqual(await server.exited, { code: 0, signal: null })
+        assert.deepEqual(await server.exited, { code: 0, signal: null }, server.output())
+        // Counted once every process has ended, so that a line said late by another is counted too.
+        assert.equal(said().length, 1, server.output())
+        assert.ok(!logLines(server.output()).some((line) => line.msg === 'worker exited' && line.signal === 'SIGHUP'), server.output())
       })
     }
   }

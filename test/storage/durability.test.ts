@@ -8,7 +8,7 @@ import { systemClock } from '../../src/shared/clock.js'
 import { loadConfig } from '../../src/config.js'
 import { openStorage } from '../../src/repositories.js'
 import { DIRECT_ENGINES, type Engine, createTestDatabase } from '../helper.js'
-import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackedTempDir, within } from '../processes.js'
+import { type ServerProcess, cleanupProcesses, startServer, stopServer, trackedTempDir, until, within } from '../processes.js'
 
 // Real server processes on a real database: what survives a restart, a crash and a shutdown.
 
@@ -208,32 +208,42 @@ for (const engine of DIRECT_ENGINES) {
             'Content-Type: application/json\r\n' +
             `Content-Length: ${Buffer.byteLength(body)}\r\n` +
             `Connection: ${connection}\r\n` +
+            // Answered with 100 Continue once the service reads the body: its sign that the request is in flight.
+            'Expect: 100-continue\r\n' +
             '\r\n' +
             body.slice(0, half),
         )
-        // Time for the server to read the headers and start waiting for the rest of the body.
-        await sleep(300)
+        const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n'
+        await until(() => received !== '', 10_000, () => 'the server never started reading the body')
+        assert.equal(received, CONTINUE, 'the server answered before the body was complete')
         server.child.kill('SIGTERM')
-        await sleep(300)
-        assert.equal(server.child.exitCode, null, `the server exited with a request in flight:\n${server.output()}`)
-        assert.equal(received, '', 'the server answered before the body was complete')
         // Draining (SHUTDOWN_DRAIN_MS, 1 s by default): still accepting, but readiness fails so that
         // a load balancer stops sending, and every connection closes after its response.
-        const ready = await fetch(`${server.baseUrl}/readyz`, { signal: AbortSignal.timeout(1_000) })
+        let ready = await fetch(`${server.baseUrl}/readyz`, { signal: AbortSignal.timeout(1_000) })
+        for (const deadline = performance.now() + 10_000; ready.status === 200 && performance.now() < deadline; ) {
+          await ready.body?.cancel()
+          await sleep(20)
+          ready = await fetch(`${server.baseUrl}/readyz`, { signal: AbortSignal.timeout(1_000) })
+        }
+        assert.equal(server.child.exitCode, null, `the server exited with a request in flight:\n${server.output()}`)
+        assert.equal(received, CONTINUE, 'the server answered before the body was complete')
         assert.equal(ready.status, 503)
         assert.equal(((await ready.json()) as { code: string }).code, 'unavailable')
         assert.equal(ready.headers.get('connection'), 'close')
-        await sleep(1_000)
-        await assert.rejects(
-          fetch(`${server.baseUrl}/healthz`, { signal: AbortSignal.timeout(1_000) }),
-          'a server past its drain still accepts new connections',
-        )
+        // Past the drain, new connections are refused, while the request in flight still waits for its body.
+        const refused = () =>
+          fetch(`${server.baseUrl}/healthz`, { signal: AbortSignal.timeout(1_000) }).then(
+            () => false,
+            () => true,
+          )
+        await until(refused, 10_000, () => `a server past its drain still accepts new connections:\n${server.output()}`)
+        assert.equal(server.child.exitCode, null, `the server exited with a request in flight:\n${server.output()}`)
 
         const sentRestAt = Date.now()
         socket.write(body.slice(half))
         // The server must end the connection itself once the response is out; it exits only then.
         await within(closed, shutdownTimeoutMs + 5_000, () => `the connection was not closed; got: ${received}`)
-        const [head = '', responseBody = ''] = received.split('\r\n\r\n')
+        const [head = '', responseBody = ''] = received.slice(CONTINUE.length).split('\r\n\r\n')
         const exit = await within(server.exited, 5_000, () => `server did not exit:\n${server.output()}`)
         return { head, responseBody, body, exit, exitedAfterMs: Date.now() - sentRestAt, shutdownTimeoutMs, server }
       } finally {

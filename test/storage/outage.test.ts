@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
 import { type EmbeddedServer, TEST_POSTGRES_URL, startEmbeddedPostgres } from '../postgres.js'
-import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir } from '../processes.js'
+import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, trackedTempDir, until } from '../processes.js'
 
 // A running service whose PostgreSQL server stops and starts again: it must say "unavailable"
 // quickly meanwhile, stay alive, and serve again on its own once the database is back. The
@@ -75,6 +75,8 @@ describe('a server whose PostgreSQL stops and starts again', { skip, timeout: 40
   }
 
   interface Writer {
+    /** How many of its creates were answered `status` so far. */
+    answered(status: number): number
     stop(): Promise<{ answers: Answer[]; problems: string[] }>
   }
   let writer: Writer | undefined
@@ -100,6 +102,7 @@ describe('a server whose PostgreSQL stops and starts again', { skip, timeout: 40
       }
     })()
     return {
+      answered: (status) => answers.filter((answer) => answer.status === status).length,
       async stop() {
         stopping = true
         await loop
@@ -141,8 +144,9 @@ describe('a server whose PostgreSQL stops and starts again', { skip, timeout: 40
   })
 
   it('answers listPets, createPet and getPet with 503 unavailable and Retry-After, readyz with 503 and healthz with 200, while PostgreSQL is down', async (t) => {
-    writer = startWriter()
-    await sleep(200)
+    const steady = startWriter()
+    writer = steady
+    await until(() => steady.answered(201) > 0, 10_000, () => 'the writer created nothing before the outage')
     await database?.stop()
     stoppedAt = Date.now()
     const petId = idOf(before201)
@@ -163,7 +167,7 @@ describe('a server whose PostgreSQL stops and starts again', { skip, timeout: 40
     t.diagnostic(`503 during the outage after ${again.ms} ms`)
     assertAlive()
     // Down for a while, not an instant: the steady writer must meet the outage more than once.
-    await sleep(Math.max(0, stoppedAt + 1_000 - Date.now()))
+    await until(() => steady.answered(503) >= 2, 10_000, () => 'the writer did not meet the outage twice')
   })
 
   it('serves again without a restart once PostgreSQL is back, with the pet from before the outage unchanged', async (t) => {

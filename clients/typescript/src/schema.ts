@@ -77,6 +77,7 @@ export interface components {
              *     - `gone`: The operation has passed its sunset date and was removed.
              *     - `payload_too_large`: The request body is larger than 16 KiB.
              *     - `unsupported_media_type`: The request body is not `application/json` (UTF-8).
+             *     - `unsupported_content_encoding`: The request body has a `Content-Encoding` other than `identity`; send it uncompressed (`Accept-Encoding: identity` says so).
              *     - `expectation_failed`: The `Expect` header asks for something other than `100-continue`, the only expectation the service meets.
              *     - `idempotency_key_reused`: This `Idempotency-Key` was already used with a different request body.
              *     - `rate_limited`: Too many requests for this API key (or, for failed authentication, this address); wait `Retry-After` seconds.
@@ -87,7 +88,7 @@ export interface components {
              *     - `overloaded`: The server has more work than it can do quickly right now; retry after `Retry-After` seconds, or on another instance.
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "not_implemented" | "unavailable" | "overloaded";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "idempotency_key_in_use" | "gone" | "payload_too_large" | "unsupported_media_type" | "unsupported_content_encoding" | "expectation_failed" | "idempotency_key_reused" | "rate_limited" | "request_header_fields_too_large" | "internal_error" | "not_implemented" | "unavailable" | "overloaded";
             /** @description Human-readable description of what went wrong. It may quote a part of the request, API keys redacted. */
             message: string;
             /**
@@ -487,10 +488,12 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The body is not UTF-8 `application/json` (`unsupported_media_type`). */
+            /** @description The body is not UTF-8 `application/json` (`unsupported_media_type`), or is sent with a `Content-Encoding` other than `identity` (`unsupported_content_encoding`). */
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description On `unsupported_content_encoding`: the only coding the service reads (RFC 9110 §12.5.3), none. */
+                    "Accept-Encoding"?: "identity";
                     /** @description The quota of the policy that applies, e.g. `"per-key";q=1200;w=60` (1200 requests per 60 s). Sent with every answer to a request whose API key authenticated, success or error, while a per-key limit is configured; with `"failed-auth"` on a 429 for too many failed authentications. */
                     "RateLimit-Policy"?: string;
                     /** @description What is left of it, e.g. `"per-key";r=1187;t=42` (1187 requests left, window resets in 42 s). Sent with `RateLimit-Policy`, unless the store of the counters is unavailable. */
@@ -1224,5 +1227,5 @@ type ReadonlyArray<T> = [
 ] extends [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
-export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "not_implemented", "unavailable", "overloaded"];
+export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["invalid_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "request_timeout", "idempotency_key_in_use", "gone", "payload_too_large", "unsupported_media_type", "unsupported_content_encoding", "expectation_failed", "idempotency_key_reused", "rate_limited", "request_header_fields_too_large", "internal_error", "not_implemented", "unavailable", "overloaded"];
 export const petStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PetStatus"]> = ["available", "pending", "sold"];

@@ -7,7 +7,8 @@
 // 40 serialization/deadlock/conflict with recovery, 55P03 a lock not granted within lock_timeout,
 // 26000 and 42P05 a prepared statement the server lost or already has (lostPreparedStatement).
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P|25006|40001|40P01|55P03|26000|42P05)/
-const NETWORK_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'])
+// EMFILE and ENFILE: no descriptor for a new connection's socket, this process's or the system's.
+const NETWORK_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'EMFILE', 'ENFILE'])
 const UNAVAILABLE_MESSAGES = [
   'Connection terminated',
   'timeout exceeded when trying to connect',
