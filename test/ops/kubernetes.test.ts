@@ -89,9 +89,18 @@ function manifests(): Manifest[] {
     assert.equal(rendered.status, 0, rendered.stderr)
     return YAML.parseAllDocuments(rendered.stdout).map((document) => document.toJSON() as Manifest)
   }
-  const kustomization = YAML.parse(fs.readFileSync(path.join(BASE, 'kustomization.yaml'), 'utf8')) as { resources: string[] }
+  const kustomization = YAML.parse(fs.readFileSync(path.join(BASE, 'kustomization.yaml'), 'utf8')) as {
+    resources: string[]
+    configMapGenerator: { name: string; envs: string[]; options?: { labels?: Record<string, string> } }[]
+  }
   const resources = kustomization.resources.map((file) => YAML.parse(fs.readFileSync(path.join(BASE, file), 'utf8')) as Manifest)
-  return [...resources, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'petstore' }, data: envFile(path.join(BASE, 'petstore.env')) }]
+  const configMaps = kustomization.configMapGenerator.map(({ name, envs, options }) => ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, labels: options?.labels ?? {} },
+    data: Object.assign({}, ...envs.map((file) => envFile(path.join(BASE, file)))) as Record<string, string>,
+  }))
+  return [...resources, ...configMaps]
 }
 
 /** A Kustomize env file, as its configMapGenerator reads it: VARIABLE=value lines, # comments. */
@@ -244,6 +253,9 @@ describe('the Kubernetes base', () => {
     assert.equal(spec.strategy.rollingUpdate.maxUnavailable, 0)
     assert.ok(SERVER.command === undefined && JSON.stringify(SERVER.args) === '["serve"]', "the image's entrypoint, Node on the bin, runs serve")
     assert.deepEqual(podSpec(JOB).containers[0]?.args, ['migrate'])
+    // The release step applies these alone (kubectl apply -l release-step=migrate): the settings and the Job.
+    const step = MANIFESTS.filter((manifest) => manifest.metadata.labels?.['release-step'] === 'migrate').map((manifest) => manifest.kind)
+    assert.deepEqual(step.sort(), ['ConfigMap', 'Job'])
     assert.equal(podSpec(JOB).containers[0]?.image, SERVER.image)
   })
 
