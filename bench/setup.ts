@@ -51,7 +51,7 @@ export async function build(): Promise<void> {
     })
   } catch (error) {
     const output = (error as { stdout?: string }).stdout ?? (error as Error).message
-    throw new Error(`npx tsc -p tsconfig.json failed (run with --no-build to measure dist/ as it is):\n${output.slice(0, 2_000)}`)
+    throw new Error(`npx tsc -p tsconfig.json failed (run with --no-build to measure dist/ as it is):\n${output.slice(0, 2_000)}`, { cause: error })
   }
   console.log(`bench: built dist/ in ${seconds(Date.now() - started)}`)
 }

@@ -1,4 +1,4 @@
-// autocannon 8 ships no types; this covers only what scripts/soak.ts uses, as its README documents it.
+// autocannon ships no types; this covers only what scripts/soak.ts uses, as its README documents it.
 declare module 'autocannon' {
   import type { EventEmitter } from 'node:events'
 

@@ -372,7 +372,7 @@ async function retryKeyed(
     while (next < keyed.length) {
       const sent = keyed[next++] as Keyed
       const deadline = Date.now() + withinMs
-      let last = ''
+      let last: string
       for (;;) {
         const answer = await post(baseUrl, apiKey, sent.body, sent.key).catch((error: unknown) => ({ status: 0, replayed: false, text: String(error) }))
         if (answer.status === 201) {

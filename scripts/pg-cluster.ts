@@ -285,7 +285,7 @@ export async function startPgBouncer(server: PoolerTarget, settings: PoolerSetti
       break
     } catch (error) {
       if (i > 100 || child.exitCode !== null) {
-        throw new Error(`PgBouncer did not start: ${(error as Error).message}\n${fs.readFileSync(path.join(dir, 'log'), 'utf8').slice(-2000)}`)
+        throw new Error(`PgBouncer did not start: ${(error as Error).message}\n${fs.readFileSync(path.join(dir, 'log'), 'utf8').slice(-2000)}`, { cause: error })
       }
       await sleep(50)
     }

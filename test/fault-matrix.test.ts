@@ -291,7 +291,7 @@ async function allPets(cell: Cell): Promise<Map<string, string>> {
 /** Sends `keyed` until it is answered 201, or fails after RETRY_WITHIN_MS. */
 async function retryUntilCreated(cell: Cell, keyed: Keyed): Promise<{ body: string; replayed: boolean }> {
   const deadline = Date.now() + RETRY_WITHIN_MS
-  let last = ''
+  let last: string
   for (;;) {
     try {
       const { status, headers, text } = await request(cell.agent, `${cell.base()}/v1/pets`, {

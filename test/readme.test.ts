@@ -107,7 +107,7 @@ function commented(body: { text: string; line: string }[]): Example[] {
   let continued = false
   for (const { text, line } of body) {
     if (text === '') {
-      continued = false
+      // A blank line ends a command: `continued` is set false below.
     } else if (text === '#' || text.startsWith('# ')) {
       const example = examples.at(-1)
       if (example === undefined) throw new Error(`${line}: output shown before any command`)

@@ -1,4 +1,4 @@
-import { type TSchema, Type } from '@sinclair/typebox'
+import { type TSchema, Type } from 'typebox'
 import { alwaysSent, errorResponse } from '../http/error-schema.js'
 import { KEY_PREFIX } from './api-keys.format.js'
 import { type Scope, scopesAndOperations } from './api-keys.scopes.js'

@@ -1,4 +1,4 @@
-import { type TSchema, Type } from '@sinclair/typebox'
+import { type TSchema, Type } from 'typebox'
 
 /** An instant as RFC 9745's `Deprecation` header writes it: `@<unix seconds>`. */
 export const deprecationHeaderValue = (at: Date): string => `@${Math.floor(at.getTime() / 1000)}`

@@ -1,4 +1,4 @@
-import { type TSchema, Type } from '@sinclair/typebox'
+import { type TSchema, Type } from 'typebox'
 import { CONFIG_VARIABLES } from '../config.js'
 import { ERROR_CODES, ERROR_DESCRIPTIONS, ERROR_STATUS } from '../errors.js'
 import { BODY_LIMIT_BYTES } from './json-body.js'

@@ -1,11 +1,12 @@
 import swagger from '@fastify/swagger'
-import { type TSchema, Type } from '@sinclair/typebox'
+import { type TSchema, Type } from 'typebox'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.js'
 import { ERROR_STATUS } from '../errors.js'
 import { ALWAYS_SENT, ERROR_HEADERS, ErrorSchema, HEADER_BLOCK_MAX_BYTES, alwaysSent } from './error-schema.js'
 import { MAX_HEADER_LINES } from './http-protocol.js'
 import { http } from './node-http.js'
+import { idOfSchema } from './schema-types.js'
 import { writeInt64BoundsExactly } from '../shared/int64.js'
 
 export const OPENAPI_PATH = '/v1/openapi.json'
@@ -66,7 +67,7 @@ function sharedErrorResponse(description: string, headers: Headers = {}) {
   return {
     description,
     headers: documentHeaders({ ...headers, ...ERROR_HEADERS }),
-    content: { 'application/json': { schema: { $ref: `#/components/schemas/${ErrorSchema.$id}` } } },
+    content: { 'application/json': { schema: { $ref: `#/components/schemas/${idOfSchema(ErrorSchema) ?? ''}` } } },
   }
 }
 

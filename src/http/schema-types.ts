@@ -1,13 +1,41 @@
-import { Kind, type SchemaOptions, type Static, type TSchema, Type, TypeRegistry, type TUnsafe } from '@sinclair/typebox'
-import { TypeCompiler } from '@sinclair/typebox/compiler'
+import { type Static, type TSchema, type TSchemaOptions as SchemaOptions, Type, type TUnsafe } from 'typebox'
+import { Compile } from 'typebox/compile'
 import { INT64_MAX, INT64_MIN, integerTextWithin } from '../shared/int64.js'
 
 /*
- * Custom TypeBox kinds. Each validates what the service really receives (a BigInt from the
+ * Custom kinds of schema. Each validates what the service really receives (a BigInt from the
  * lossless JSON parser, the raw text of a query or path parameter) while the JSON Schema it
  * carries, which feeds the OpenAPI document, says what the client sends (an integer).
- * The Kind symbol does not survive JSON serialisation, so the document shows plain JSON Schema.
+ * Their name, check and bounds are under symbols, which JSON serialisation leaves out, so the
+ * document shows plain JSON Schema; the validator (validation.ts) checks with them instead.
  */
+
+/** The name of a custom kind, under a symbol so that it stays out of the document. */
+const Kind = Symbol('Kind')
+/** The check of a custom kind, which stands for its JSON Schema when validating. */
+const Check = Symbol('Check')
+
+type KindName = 'Int64' | 'IntegerText' | 'Named' | 'StringEnum' | 'Text'
+
+/** Marks `schema` as a custom kind checked by `check`, whose failures state `rule`. */
+function custom<T extends TSchema>(schema: T, kind: KindName, check: (value: unknown) => boolean, rule: string): T {
+  return withRule(Object.assign(schema, { [Kind]: kind, [Check]: check }), rule)
+}
+
+/** The custom kind of a schema (Int64, IntegerText, Named, StringEnum, Text), if it is one. */
+export function kindOfSchema(schema: TSchema): KindName | undefined {
+  return (schema as { [Kind]?: KindName })[Kind]
+}
+
+/** A schema's `$id`, which TypeBox's TSchema leaves untyped. */
+export function idOfSchema(schema: TSchema): string | undefined {
+  return (schema as { $id?: string }).$id
+}
+
+/** The check of a custom kind; undefined for any other schema. */
+export function customCheckOf(schema: TSchema): ((value: unknown) => boolean) | undefined {
+  return (schema as { [Check]?: (value: unknown) => boolean })[Check]
+}
 
 interface RangeOptions {
   minimum: bigint
@@ -25,43 +53,19 @@ interface RangedSchema extends TSchema {
   [Range]: RangeOptions
 }
 
-/** Teaches TypeBox's (global) registry the checks of the kinds below; idempotent. */
-export function registerSchemaKinds(): void {
-  TypeRegistry.Set<RangedSchema>('Int64', (schema, value) => typeof value === 'bigint' && inRange(value, schema[Range]))
-  TypeRegistry.Set<RangedSchema>(
-    'IntegerText',
-    (schema, value) => typeof value === 'string' && integerTextWithin(value, schema[Range].minimum, schema[Range].maximum),
-  )
-  TypeRegistry.Set<NamedSchema>('Named', (schema, value) => checkOf(schema[Target])(value))
-  TypeRegistry.Set<TSchema & { enum: string[] }>(
-    'StringEnum',
-    (schema, value) => typeof value === 'string' && schema.enum.includes(value),
-  )
-  TypeRegistry.Set<TSchema & { maxLength: number }>(
-    'Text',
-    (schema, value) =>
-      typeof value === 'string' &&
-      /\S/.test(value) &&
-      // A lone surrogate cannot be stored as UTF-8 (it would come back altered), and PostgreSQL
-      // text cannot hold U+0000: both are refused on every engine alike.
-      !/\p{Cs}/u.test(value) &&
-      !value.includes('\u0000') &&
-      // A string has no more code points than UTF-16 units: only a longer one needs counting.
-      (value.length <= schema.maxLength || [...value].length <= schema.maxLength),
-  )
-}
-
 /**
- * The compiled check of a Named schema's target, made at its first use: it runs on every request that
- * carries one (a pet's status), where `Value.Check` would walk the schema each time.
+ * The check of a schema as the validator makes it: a custom kind's own, else the schema compiled,
+ * at its first use (a Named schema's target runs on every request that carries one, a pet's status).
  */
 const compiledChecks = new WeakMap<TSchema, (value: unknown) => boolean>()
-function checkOf(target: TSchema): (value: unknown) => boolean {
-  let check = compiledChecks.get(target)
+export function checkOfSchema(schema: TSchema): (value: unknown) => boolean {
+  const own = customCheckOf(schema)
+  if (own !== undefined) return own
+  let check = compiledChecks.get(schema)
   if (check === undefined) {
-    const compiled = TypeCompiler.Compile(target)
+    const compiled = Compile(schema)
     check = (value) => compiled.Check(value)
-    compiledChecks.set(target, check)
+    compiledChecks.set(schema, check)
   }
   return check
 }
@@ -93,14 +97,12 @@ function documentedBound(bound: bigint): number {
 export function Int64(options: SchemaOptions & { minimum?: bigint; maximum?: bigint } = {}): TUnsafe<bigint> {
   const { minimum = INT64_MIN, maximum = INT64_MAX, ...rest } = options
   const range = { minimum, maximum }
-  return Type.Unsafe<bigint>({
-    ...rest,
-    [Kind]: 'Int64',
-    [Range]: range,
-    type: 'integer',
-    format: 'int64',
-    ...documentedBounds(range),
-  })
+  return custom(
+    Type.Unsafe<bigint>({ ...rest, [Range]: range, type: 'integer', format: 'int64', ...documentedBounds(range) }),
+    'Int64',
+    (value) => typeof value === 'bigint' && inRange(value, range),
+    `must be a JSON integer from ${minimum} to ${maximum}`,
+  )
 }
 
 /**
@@ -112,12 +114,20 @@ export function IntegerText(
 ): TUnsafe<string> {
   const { minimum, maximum, ...rest } = options
   const range = { minimum, maximum }
-  return Type.Unsafe<string>({ ...rest, [Kind]: 'IntegerText', [Range]: range, type: 'integer', ...documentedBounds(range) })
+  return custom(
+    Type.Unsafe<string>({ ...rest, [Range]: range, type: 'integer', ...documentedBounds(range) }),
+    'IntegerText',
+    (value) => typeof value === 'string' && integerTextWithin(value, minimum, maximum),
+    `must be an integer from ${minimum} to ${maximum}, written as decimal digits, given once`,
+  )
 }
 
 export function StringEnum<const T extends readonly string[]>(values: T, options: SchemaOptions = {}): TUnsafe<T[number]> {
-  return withRule(
-    Type.Unsafe<T[number]>({ ...options, [Kind]: 'StringEnum', type: 'string', enum: [...values] }),
+  const allowed: readonly string[] = values
+  return custom(
+    Type.Unsafe<T[number]>({ ...options, type: 'string', enum: [...values] }),
+    'StringEnum',
+    (value) => typeof value === 'string' && allowed.includes(value),
     `must be one of ${values.join(', ')}`,
   )
 }
@@ -138,12 +148,14 @@ interface NamedSchema extends TSchema {
  * unwraps it again: see openapi.ts).
  */
 export function Named<T extends TSchema>(target: T, options: SchemaOptions = {}): TUnsafe<Static<T>> {
-  if (target.$id === undefined) throw new Error('Named: the target schema has no $id')
-  const reference = { $ref: target.$id }
+  const id = idOfSchema(target)
+  if (id === undefined) throw new Error('Named: the target schema has no $id')
+  const reference = { $ref: id }
   const json = Object.keys(options).length === 0 ? reference : { ...options, allOf: [reference] }
-  const schema = Type.Unsafe<Static<T>>({ ...json, [Kind]: 'Named', [Target]: target })
+  const schema = Type.Unsafe<Static<T>>({ ...json, [Target]: target })
   const rule = ruleOfSchema(target)
-  return rule === undefined ? schema : withRule(schema, rule)
+  if (rule === undefined) throw new Error(`Named: the target schema ${id} states no rule`)
+  return custom(schema, 'Named', (value) => checkOfSchema(target)(value), rule)
 }
 
 /**
@@ -152,8 +164,9 @@ export function Named<T extends TSchema>(target: T, options: SchemaOptions = {})
  * 0.34 deprecated it for `Type.Ref('<$id>')`, which alone types as unknown.
  */
 export function RefTo<T extends TSchema>(target: T, options: SchemaOptions = {}): TUnsafe<Static<T>> {
-  if (target.$id === undefined) throw new Error('RefTo: the target schema has no $id')
-  return Type.Unsafe<Static<T>>(Type.Ref(target.$id, options))
+  const id = idOfSchema(target)
+  if (id === undefined) throw new Error('RefTo: the target schema has no $id')
+  return Type.Unsafe<Static<T>>(Type.Ref(id, options))
 }
 
 /** The shared schema a Named schema stands for; any other schema itself. */
@@ -163,7 +176,21 @@ export function targetOfSchema(schema: TSchema): TSchema {
 
 /** Well-formed Unicode without U+0000, with a non-blank character and at most `maxLength` code points. */
 export function Text(options: SchemaOptions & { maxLength: number }): TUnsafe<string> {
-  return Type.Unsafe<string>({ ...options, [Kind]: 'Text', type: 'string', minLength: 1, pattern: '\\S' })
+  const { maxLength } = options
+  return custom(
+    Type.Unsafe<string>({ ...options, type: 'string', minLength: 1, pattern: '\\S' }),
+    'Text',
+    (value) =>
+      typeof value === 'string' &&
+      /\S/.test(value) &&
+      // A lone surrogate cannot be stored as UTF-8 (it would come back altered), and PostgreSQL
+      // text cannot hold U+0000: both are refused on every engine alike.
+      !/\p{Cs}/u.test(value) &&
+      !value.includes('\u0000') &&
+      // A string has no more code points than UTF-16 units: only a longer one needs counting.
+      (value.length <= maxLength || [...value].length <= maxLength),
+    `must be a JSON string of well-formed Unicode without U+0000, with at least one non-blank character and at most ${String(maxLength)} characters`,
+  )
 }
 
 /** A person-readable rule for a schema, under a symbol so that it stays out of the document. */

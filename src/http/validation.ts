@@ -1,9 +1,9 @@
-import { Kind, type TSchema } from '@sinclair/typebox'
-import { TypeCompiler } from '@sinclair/typebox/compiler'
-import { type ValueError, ValueErrorType } from '@sinclair/typebox/errors'
+import { type TSchema, Type } from 'typebox'
+import { Compile } from 'typebox/compile'
+import type { TLocalizedValidationError } from 'typebox/error'
 import type { FastifySchemaCompiler } from 'fastify'
 import { ApiError } from '../errors.js'
-import { rangeOfSchema, registerSchemaKinds, ruleOfSchema } from './schema-types.js'
+import { checkOfSchema, customCheckOf, idOfSchema, ruleOfSchema } from './schema-types.js'
 
 const MAX_REPORTED = 5
 
@@ -26,9 +26,12 @@ export function createValidatorCompiler(
   /** Whether a string holds an API key (api-keys.format.ts). */
   containsKey: (text: string) => boolean,
 ): FastifySchemaCompiler<TSchema> {
-  registerSchemaKinds()
+  const shared = new Map(references.flatMap((reference) => {
+    const id = idOfSchema(reference)
+    return id === undefined ? [] : [[id, reference]]
+  }))
   return ({ schema, httpPart = 'body' }) => {
-    const compiled = TypeCompiler.Compile(schema, references)
+    const compiled = Compile(checked(schema, shared))
     // Of headers, only those the route declares: they come with all the others, `Authorization` among them.
     const declared = httpPart === 'headers' ? Object.keys((schema as { properties?: object }).properties ?? {}) : undefined
     return (data: unknown) => {
@@ -45,6 +48,33 @@ export function createValidatorCompiler(
       }
     }
   }
+}
+
+/**
+ * The schema the validator compiles for `schema`: a shared schema's `$ref` replaced by that schema, and
+ * each schema that states a rule (the custom kinds of schema-types.ts, and a few plain ones given one)
+ * replaced by a refinement that checks with its own check and fails with its rule alone. A custom
+ * kind's JSON Schema says what the client sends (an integer), not what the validator sees (a BigInt,
+ * or a parameter's text). Nothing of this reaches the document: it is made from `schema` itself.
+ */
+function checked(schema: TSchema, shared: ReadonlyMap<string, TSchema>): TSchema {
+  const rule = ruleOfSchema(schema)
+  if (rule !== undefined) {
+    const check = customCheckOf(schema) ?? checkOfSchema(schema)
+    return Type.Refine(Type.Unknown(), (value) => check(value), () => rule)
+  }
+  const reference = (schema as { $ref?: unknown }).$ref
+  if (typeof reference === 'string') {
+    const target = shared.get(reference)
+    if (target === undefined) throw new Error(`no shared schema has the $id ${reference}`)
+    return checked(target, shared)
+  }
+  const properties = (schema as { properties?: Record<string, TSchema> }).properties
+  if (properties === undefined) return schema
+  // A copy with every own property, TypeBox's hidden ones included, and the members' schemas replaced.
+  const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(schema)) as TSchema & { properties: Record<string, TSchema> }
+  copy.properties = Object.fromEntries(Object.entries(properties).map(([name, member]) => [name, checked(member, shared)]))
+  return copy
 }
 
 /**
@@ -74,7 +104,7 @@ function fieldHoldingKey(
   return undefined
 }
 
-function describe(httpPart: string, data: unknown, errors: Iterable<ValueError>): string {
+function describe(httpPart: string, data: unknown, errors: Iterable<TLocalizedValidationError>): string {
   // Fastify hands a missing body to the validator as null, so the two read alike.
   if (httpPart === 'body' && (data === undefined || data === null)) {
     return 'A request body is required and must be a JSON object (none was sent, or it was null).'
@@ -84,34 +114,42 @@ function describe(httpPart: string, data: unknown, errors: Iterable<ValueError>)
   }
   const seen = new Set<string>()
   const problems: string[] = []
-  for (const error of errors) {
-    if (seen.has(error.path) || problems.length === MAX_REPORTED) continue
-    seen.add(error.path)
-    problems.push(explain(httpPart, error))
+  for (const { path, problem } of problemsOf(httpPart, errors)) {
+    if (seen.has(path) || problems.length === MAX_REPORTED) continue
+    seen.add(path)
+    problems.push(problem)
   }
   return `Invalid ${PART_NAMES[httpPart] ?? httpPart}: ${problems.join('; ')}.`
 }
 
-function explain(httpPart: string, error: ValueError): string {
-  const name = error.path.slice(1).replaceAll('~1', '/').replaceAll('~0', '~')
-  if (error.type === ValueErrorType.ObjectAdditionalProperties) {
-    return httpPart === 'body' ? `unknown property '${name}'` : `unknown parameter '${name}'`
-  }
-  if (error.type === ValueErrorType.ObjectRequiredProperty) return `'${name}' is required`
-  const schema = error.schema
-  const range = rangeOfSchema(schema)
-  switch (schema[Kind]) {
-    case 'Int64':
-      return `'${name}' must be a JSON integer from ${range?.minimum} to ${range?.maximum}`
-    case 'IntegerText':
-      return `'${name}' must be an integer from ${range?.minimum} to ${range?.maximum}, written as decimal digits, given once`
-    case 'StringEnum':
-      return `'${name}' must be one of ${(schema.enum as string[]).join(', ')}`
-    case 'Text':
-      return `'${name}' must be a JSON string of well-formed Unicode without U+0000, with at least one non-blank character and at most ${String(schema.maxLength)} characters`
-    default: {
-      const rule = ruleOfSchema(schema)
-      return rule === undefined ? `'${name}': ${error.message}` : `'${name}' ${rule}`
+/**
+ * Each problem with the member it is about, in TypeBox's order: the missing members, then the unknown
+ * ones, then those that break their rule. A missing or unknown member comes as one error of its object
+ * naming them all (and each unknown one again, as breaking `additionalProperties: false`).
+ */
+function* problemsOf(httpPart: string, errors: Iterable<TLocalizedValidationError>): Generator<{ path: string; problem: string }> {
+  for (const error of errors) {
+    const { keyword, instancePath, params } = error
+    if (keyword === 'required') {
+      for (const name of params.requiredProperties) {
+        yield { path: `${instancePath}/${escaped(name)}`, problem: `'${name}' is required` }
+      }
+    } else if (keyword === 'additionalProperties') {
+      for (const name of params.additionalProperties) {
+        const problem = httpPart === 'body' ? `unknown property '${name}'` : `unknown parameter '${name}'`
+        yield { path: `${instancePath}/${escaped(name)}`, problem }
+      }
+    } else if (keyword === 'boolean' && error.schemaPath.endsWith('/additionalProperties')) {
+      continue
+    } else {
+      const name = instancePath.slice(1).replaceAll('~1', '/').replaceAll('~0', '~')
+      // A refinement's message is the rule of its schema (see checked()).
+      yield { path: instancePath, problem: keyword === '~refine' ? `'${name}' ${error.message}` : `'${name}': ${error.message}` }
     }
   }
+}
+
+/** A name as a segment of a JSON Pointer (RFC 6901). */
+function escaped(name: string): string {
+  return name.replaceAll('~', '~0').replaceAll('/', '~1')
 }

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox'
+import { Type } from 'typebox'
 import { IDEMPOTENCY_KEY } from '../http/header-names.js'
 import { withRule } from '../http/schema-types.js'
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.policy.js'

@@ -1,4 +1,4 @@
-import { type TSchema, Type } from '@sinclair/typebox'
+import { type TSchema, Type } from 'typebox'
 import { forbiddenResponse } from '../api-keys/api-keys.schemas.js'
 import { GET_PET_DEPRECATION } from '../deprecations/deprecations.policy.js'
 import { dayInWords, deprecationHeadersSchema } from '../deprecations/deprecations.schemas.js'

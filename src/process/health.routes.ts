@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox'
+import { Type } from 'typebox'
 import type { FastifyInstance } from 'fastify'
 import { type DatabaseOperations, StorageFault } from '../storage/database.js'
 import { ApiError } from '../errors.js'

@@ -1,10 +1,10 @@
 /**
  * The Node.js lines the service is tested on, each from its first release that works: `package.json`'s
  * `engines` says the same (a test compares them), and so does the README (docs/decisions/0011-node-runtime.md).
- * 22.13 is the first 22 that the development tools accept.
+ * 22.15 is the first 22 that OpenTelemetry's SDK 3 accepts (the development tools accept 22.13).
  */
 export const SUPPORTED_NODE_LINES: readonly { major: number; minor: number }[] = [
-  { major: 22, minor: 13 },
+  { major: 22, minor: 15 },
   { major: 24, minor: 0 },
   { major: 26, minor: 0 },
 ]

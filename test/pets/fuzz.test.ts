@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
-import { Kind, type TSchema } from '@sinclair/typebox'
+import type { TSchema } from 'typebox'
 import fc from 'fast-check'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
 import { ERROR_STATUS, type ErrorCode } from '../../src/errors.js'
-import { rangeOfSchema, targetOfSchema } from '../../src/http/schema-types.js'
+import { kindOfSchema, rangeOfSchema, targetOfSchema } from '../../src/http/schema-types.js'
 import { INT64_MAX } from '../../src/shared/int64.js'
 import { encodeCursor } from '../../src/pets/pets.cursor.js'
 import { PET_STATUSES } from '../../src/pets/pets.repository.js'
@@ -78,7 +78,7 @@ function validText(maxLength: number): fc.Arbitrary<string> {
 
 /** The values a schema accepts, from its own kind and bounds. An unknown kind throws rather than go unfuzzed. */
 function validValues(schema: TSchema): fc.Arbitrary<FieldValue> {
-  const kind = schema[Kind]
+  const kind = kindOfSchema(schema)
   switch (kind) {
     case 'Text':
       return validText((schema as TSchema & { maxLength: number }).maxLength)

@@ -36,7 +36,7 @@ function parseAnswers(raw: string): { answers: Answer[]; rest: string } {
     const [statusLine = '', ...lines] = rest.slice(0, end).split('\r\n')
     const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]))
     let after = rest.slice(end + 4)
-    let body = ''
+    let body: string
     if (headers['transfer-encoding'] === 'chunked') {
       const last = after.indexOf('0\r\n\r\n')
       if (last === -1) return { answers, rest }

@@ -71,15 +71,15 @@ describe(`the service under constant garbage collection (Node ${process.versions
 })
 
 describe('the supported Node.js lines', () => {
-  it('accepts each tested line from its first working release: 22.13 and later 22s, every 24, every 26', () => {
-    for (const version of ['22.13.0', '22.23.3', '24.0.0', '24.21.0', '26.0.0', '26.10.0']) assert.equal(unsupportedNode(version), undefined, version)
+  it('accepts each tested line from its first working release: 22.15 and later 22s, every 24, every 26', () => {
+    for (const version of ['22.15.0', '22.23.3', '24.0.0', '24.21.0', '26.0.0', '26.10.0']) assert.equal(unsupportedNode(version), undefined, version)
   })
 
-  it('refuses every other line, older or newer, and 22 before 22.13, naming the version and the way out', () => {
-    for (const version of ['18.20.8', '20.20.2', '21.7.3', '22.12.0', '23.11.1', '25.2.0', '27.0.0']) {
+  it('refuses every other line, older or newer, and 22 before 22.15, naming the version and the way out', () => {
+    for (const version of ['18.20.8', '20.20.2', '21.7.3', '22.14.0', '23.11.1', '25.2.0', '27.0.0']) {
       const reason = unsupportedNode(version) ?? ''
       assert.ok(reason.includes(`this is Node.js ${version}`), `${version}: ${reason}`)
-      assert.match(reason, /Node\.js 26, 24 or 22\.13\+/)
+      assert.match(reason, /Node\.js 26, 24 or 22\.15\+/)
       assert.match(reason, /npm start/)
     }
   })
@@ -90,7 +90,7 @@ describe('the supported Node.js lines', () => {
       devDependencies: Record<string, string>
     }
     assert.equal(manifest.engines.node, supportedNodeRange())
-    assert.equal(manifest.engines.node, '^22.13.0 || ^24.0.0 || ^26.0.0')
+    assert.equal(manifest.engines.node, '^22.15.0 || ^24.0.0 || ^26.0.0')
     assert.match(manifest.devDependencies.node ?? '', /^\^26\./)
   })
 

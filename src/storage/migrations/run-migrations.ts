@@ -1,4 +1,5 @@
-import { type Kysely, type Migration, Migrator, sql } from 'kysely'
+import { type Kysely, sql } from 'kysely'
+import { type Migration, Migrator } from 'kysely/migration'
 import { type BreakingChange, COMPATIBILITY_TABLE } from './compatibility.js'
 
 /** A migration module: Kysely's `up`, and, for a change older releases cannot run beside, its mark. */

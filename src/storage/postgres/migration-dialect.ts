@@ -16,7 +16,8 @@ class LockedByCaller extends PostgresAdapter {
 export class MigrationDialect extends PostgresDialect {
   constructor(client: pg.PoolClient) {
     const held = { query: client.query.bind(client), release: () => {} }
-    super({ pool: { connect: () => Promise.resolve(held), end: () => Promise.resolve() } })
+    // `options` are a pool's settings, which Kysely reads only to open a connection that cancels a query: none here.
+    super({ pool: { connect: () => Promise.resolve(held), end: () => Promise.resolve(), options: {} } })
   }
 
   override createAdapter(): PostgresAdapter {
