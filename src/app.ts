@@ -119,7 +119,7 @@ export async function buildApp({
   if (poolStats !== undefined) metrics.watchPool(poolStats)
   await registerOpenApi(app, config, bearerAuthScheme)
 
-  const limits = await registerRateLimits(app, config.rateLimits, logger, createRateLimitedCounter(metrics.registry))
+  const limits = await registerRateLimits(app, config.rateLimits, logger, createRateLimitedCounter(metrics.registry), clock)
   const apiKeys = createApiKeysService({ apiKeys: storage.apiKeys, clock, environment: config.environment })
   const getPetDeprecation = createDeprecationHooks(
     { ...GET_PET_DEPRECATION, deprecatedAt: config.getPetDeprecatedAt, successor: `${config.publicBaseUrl}${PETS_PATH}` },

@@ -314,7 +314,8 @@ const skipPostgres = TEST_POSTGRES_URL === undefined || TEST_POSTGRES_URL === ''
 /** A tmpfs of `size` for the full-disk cell, or why there cannot be one here. */
 function mountSmallDisk(dir: string, size: string): string | undefined {
   try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { stdio: 'pipe' })
+    // mode=0700: a tmpfs root is 1777 otherwise, a folder every user can write, which the service refuses.
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size},mode=0700`, 'tmpfs', dir], { stdio: 'pipe' })
     return undefined
   } catch (error) {
     return `a tmpfs cannot be mounted here (${(error as Error).message.split('\n')[0]}): the full-disk cell needs root`

@@ -40,7 +40,7 @@ export type CountAuthFailure = (reason: 'missing' | 'invalid') => void
 /**
  * The onRequest hook of every API route: it runs before parsing and validation. It also applies
  * the rate limits: an address that failed authentication too often is refused before any key
- * lookup (so guessing cannot go faster than the limit), and each key has its own budget, which a
+ * lookup, but for a key this process already knows, and each key has its own budget, which a
  * request later refused for its scope spends too. A callback hook: a key known from memory
  * (api-keys.service.ts) and an address that never failed cost no promise; only the key's limit,
  * which @fastify/rate-limit answers asynchronously, waits.
@@ -59,8 +59,7 @@ export function createAuthenticate(
     request.apiKey = key
     limits.limitKey(request, reply).then(() => done(), done)
   }
-  const identify = (request: FastifyRequest, reply: FastifyReply, header: string, done: HookHandlerDoneFunction) => {
-    const token = BEARER.exec(header)?.[1]
+  const identify = (request: FastifyRequest, reply: FastifyReply, token: string | undefined, done: HookHandlerDoneFunction) => {
     const found = token === undefined ? undefined : apiKeys.authenticate(token)
     if (found instanceof Promise) found.then((key) => admit(request, reply, key, done), done)
     else admit(request, reply, found, done)
@@ -75,9 +74,15 @@ export function createAuthenticate(
       queueMicrotask(() => done(missing()))
       return
     }
-    const guarded = limits.guardFailedAuth(request)
-    if (guarded === undefined) identify(request, reply, header, done)
-    else guarded.then(() => identify(request, reply, header, done), done)
+    const token = BEARER.exec(header)?.[1]
+    // An address over the failed-authentication limit is still served with a key this process has seen
+    // authenticate: behind NAT, or a proxy TRUST_PROXY does not name, one client's bad keys would
+    // otherwise lock every caller of that address out. Any other key is refused before its lookup, which
+    // is what the limit saves (guessing a key is hopeless either way), but for one lookup a second per
+    // address, so that a new key gets in (api-keys.rate-limit.ts): ADR 6.
+    const guarded = limits.guardFailedAuth(request, () => token !== undefined && apiKeys.isKnown(token))
+    if (guarded === undefined) identify(request, reply, token, done)
+    else guarded.then(() => identify(request, reply, token, done), done)
   }
 }
 

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest }
 import type { Redis } from 'ioredis'
 import type { Config } from '../config.js'
 import { ApiError } from '../errors.js'
+import { type Clock, systemClock } from '../shared/clock.js'
 
 const WINDOW_MS = 60_000
 
@@ -15,10 +16,11 @@ interface Outcome {
 /** What the authentication hook asks of the limits. */
 export interface RateLimits {
   /**
-   * Refuses, before any key lookup, an address that failed authentication too often: undefined when
-   * the address is known not to have failed (nothing to wait for), else a promise that rejects over the limit.
+   * Refuses, before any key lookup, an address that failed authentication too often, unless `exempt()`
+   * (asked only then) or the address has not had its one lookup of LIMITED_LOOKUP_MS: undefined when the
+   * address is known not to have failed (nothing to wait for), else a promise that rejects over the limit.
    */
-  guardFailedAuth(request: FastifyRequest): Promise<void> | undefined
+  guardFailedAuth(request: FastifyRequest, exempt: () => boolean): Promise<void> | undefined
   /** Counts a failed authentication; the 429 to send instead of 401 once over the limit. */
   recordFailedAuth(request: FastifyRequest): Promise<ApiError | undefined>
   /** Counts a request of the authenticated key, sets the RateLimit headers, throws 429 over the limit. */
@@ -71,6 +73,7 @@ export async function registerRateLimits(
   { perKeyPerMinute, failedAuthPerMinute, redisUrl }: Config['rateLimits'],
   logger: FastifyBaseLogger,
   countRateLimited: CountRateLimited = () => {},
+  clock: Clock = systemClock,
 ): Promise<RateLimits> {
   const redis = redisUrl === undefined ? undefined : await connectRedis(redisUrl, logger)
   if (redis !== undefined) {
@@ -101,6 +104,7 @@ export async function registerRateLimits(
   // failed here within a window has nothing to check: the guard skips its store read, one of the two
   // on every authenticated request. With Redis, other instances count too, and the store is always asked.
   const failing = redis === undefined ? createFailingAddresses() : undefined
+  const lookups = createLimitedLookups(clock)
   type Limiter = typeof perKey
   const check = async (limiter: Limiter, request: FastifyRequest, increment: boolean): Promise<Outcome> =>
     outcomeOf(await limiter(request, increment ? COUNT : READ))
@@ -108,11 +112,11 @@ export async function registerRateLimits(
   const perKeyPolicy = policyHeader('per-key', perKeyPerMinute)
 
   return {
-    guardFailedAuth(request) {
+    guardFailedAuth(request, exempt) {
       if (failedAuthPerMinute === 0 || failing?.clean(request.ip) === true) return undefined
       return check(failedAuth, request, false).then((outcome) => {
         // After `max` failures the next one counts as over; an address already over is refused.
-        if (outcome.isExceeded) {
+        if (outcome.isExceeded && !exempt() && !lookups.take(request.ip)) {
           countRateLimited('failed-auth')
           throw tooMany('failed-auth', failedAuthPerMinute, outcome, failedAuthMessage)
         }
@@ -176,6 +180,37 @@ function createFailingAddresses(): { add(address: string): void; clean(address: 
       if (now < checkEveryoneUntil) return false
       const end = until.get(address)
       return end === undefined || end <= now
+    },
+  }
+}
+
+/**
+ * How often an address over the failed-authentication limit may have a key looked up that this process
+ * does not know: a client whose key was revoked and retried it, or a neighbour behind the same NAT, gets
+ * a new key in within about this long, while a flood of bad keys costs one lookup per address this often.
+ */
+export const LIMITED_LOOKUP_MS = 1_000
+
+/** Addresses remembered for their last lookup; past it, a limited address gets none until some age out. */
+const MAX_LIMITED_ADDRESSES = 10_000
+
+/** The lookups of addresses over the limit: `take` is true at most once per LIMITED_LOOKUP_MS per address. */
+function createLimitedLookups(clock: Clock): { take(address: string): boolean } {
+  // In the order of their last lookup.
+  const lastLookup = new Map<string, number>()
+  return {
+    take(address) {
+      const now = clock.now()
+      const last = lastLookup.get(address)
+      if (last !== undefined && now - last < LIMITED_LOOKUP_MS && now >= last) return false
+      lastLookup.delete(address)
+      for (const [known, at] of lastLookup) {
+        if (lastLookup.size < MAX_LIMITED_ADDRESSES && now - at < LIMITED_LOOKUP_MS) break
+        if (now - at < LIMITED_LOOKUP_MS) return false
+        lastLookup.delete(known)
+      }
+      lastLookup.set(address, now)
+      return true
     },
   }
 }

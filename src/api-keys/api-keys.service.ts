@@ -92,6 +92,11 @@ export interface ApiKeysService {
    * without a promise, when the key was read within KEY_RECHECK_MS (every request of a busy client).
    */
   authenticate(secret: string): ApiKey | undefined | Promise<ApiKey | undefined>
+  /**
+   * Whether this process holds the key of `secret` in memory: it was looked up here (valid then, or since
+   * revoked or expired) and not yet crowded out. Costs a hash and no lookup; a guess is never known.
+   */
+  isKnown(secret: string): boolean
 }
 
 interface ApiKeysServiceDeps {
@@ -141,7 +146,7 @@ function refuseRotation(key: ApiKey, now: number): RotationRefusal | undefined {
  * ApiKeysService's `authenticate`: the key a secret belongs to, if it is valid for `environment` now,
  * trusted from memory for KEY_RECHECK_MS after it was read.
  */
-function createAuthenticate({ apiKeys, clock, environment }: ApiKeysServiceDeps): ApiKeysService['authenticate'] {
+function createAuthenticate({ apiKeys, clock, environment }: ApiKeysServiceDeps): Pick<ApiKeysService, 'authenticate' | 'isKnown'> {
   const prefix = KEY_PREFIX[environment]
   // Keys that authenticated, by secret hash (never by secret): a request then costs no lookup.
   // Unknown secrets are not remembered, so guessing cannot fill the memory.
@@ -168,14 +173,17 @@ function createAuthenticate({ apiKeys, clock, environment }: ApiKeysServiceDeps)
     const used = () => (remembered.key = { ...key, lastUsedAt: now })
     return apiKeys.touch(key.id, now, now - LAST_USED_RESOLUTION_MS).then(used, used)
   }
-  return (secret) => {
-    // A key of the other environment is refused like any unknown key, without a lookup.
-    if (!secret.startsWith(prefix)) return undefined
-    const now = clock.now()
-    const secretHash = hashSecret(secret)
-    const remembered = known.get(secretHash)
-    if (remembered !== undefined && isFresh(remembered, now)) return admit(remembered, now)
-    return recall(secretHash, now).then((read) => (read === undefined ? undefined : admit(read, now)))
+  return {
+    authenticate(secret) {
+      // A key of the other environment is refused like any unknown key, without a lookup.
+      if (!secret.startsWith(prefix)) return undefined
+      const now = clock.now()
+      const secretHash = hashSecret(secret)
+      const remembered = known.get(secretHash)
+      if (remembered !== undefined && isFresh(remembered, now)) return admit(remembered, now)
+      return recall(secretHash, now).then((read) => (read === undefined ? undefined : admit(read, now)))
+    },
+    isKnown: (secret) => secret.startsWith(prefix) && known.has(hashSecret(secret)),
   }
 }
 
@@ -217,6 +225,6 @@ export function createApiKeysService(deps: ApiKeysServiceDeps): ApiKeysService {
       return key === undefined ? undefined : { key, already: key.revokedAt !== now }
     },
 
-    authenticate: createAuthenticate(deps),
+    ...createAuthenticate(deps),
   }
 }

@@ -76,7 +76,7 @@ export function outOfDescriptors(error: unknown): boolean {
  * (counted as refused connections): the memory check, and a scrape's process metrics, which read /proc.
  * The database's own shortages are its unavailability (503, petstore_database_unavailable_total).
  */
-export type ShortageSite = 'memory-check' | 'scrape'
+type ShortageSite = 'memory-check' | 'scrape'
 
 /** Where refusals and shortages are counted and said. */
 export interface Shedding {

@@ -3,6 +3,21 @@ import net, { type Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { currentAnswers } from '../http/http-protocol.js'
 
+/**
+ * After the shutdown's budget, the most a process may still take to exit: its main thread, if stuck, is ended
+ * then. Half a second, so that a supervisor's stop timeout of the budget and one second covers it.
+ */
+const SHUTDOWN_GRACE_MS = 500
+
+/**
+ * When a stop must have ended: the drain, the shutdown timeout, and one grace. A process exits by it (a
+ * `--workers` primary kills the workers still alive), a replacement waits that long for the ports, and a
+ * supervisor's stop timeout (systemd's TimeoutStopSec, Kubernetes' terminationGracePeriodSeconds) should cover it.
+ */
+export function shutdownDeadlineMs(config: { shutdownDrainMs: number; shutdownTimeoutMs: number }): number {
+  return config.shutdownDrainMs + config.shutdownTimeoutMs + SHUTDOWN_GRACE_MS
+}
+
 /** How often the connections are looked at once the listener is closed. */
 const CHECK_INTERVAL_MS = 25
 

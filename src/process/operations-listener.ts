@@ -156,7 +156,8 @@ export function clusterReadiness(listening: () => readonly Worker[], isStopping:
  * wait behind the API's clients in the API port's accept queue, nor behind their requests in this
  * thread's event loop, since the listener runs in a worker thread of its own (src/process/probe-thread.ts).
  * This thread tells it that it is turning (liveness), and answers its readiness and scrapes.
- * Anything else there answers in the service's error shape.
+ * Anything else there answers in the service's error shape. The listener has the API port's timeouts
+ * and a cap of `maxConnections` (src/process/descriptors.ts); what it refuses is counted in `shedding`.
  */
 export async function startMetricsListener(
   { port, host, chosen, hostVariable }: NonNullable<Config['metrics']>,

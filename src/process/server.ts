@@ -11,7 +11,7 @@ import type { Config } from '../config.js'
 import { flushLog } from '../logger.js'
 import { type Acceptors, openAcceptors } from './acceptors.js'
 import { capConnections, connectionCaps, createShedding, descriptorLimit, guardedMemoryUsage } from './descriptors.js'
-import { followConnections } from './drain.js'
+import { followConnections, shutdownDeadlineMs } from './drain.js'
 import { createMetrics } from '../http/metrics.js'
 import { readCertificatePair, reloadCertificates } from '../http/tls.js'
 import { type MetricsListener, answerReadinessForPrimary, appReadiness, processSource, reportToPrimary, startMetricsListener } from './operations-listener.js'
@@ -141,7 +141,7 @@ const PORT_RETRY_MS = 100
  * is another instance's on this host, and the service goes without /metrics at once.
  */
 export async function waitForPorts(config: Config, logger: Logger): Promise<void> {
-  const waitMs = config.shutdownDrainMs + config.shutdownTimeoutMs + DEADLINE_GRACE_MS
+  const waitMs = shutdownDeadlineMs(config)
   const deadline = performance.now() + waitMs
   const waitFor = async (variable: string, host: string, port: number): Promise<boolean> => {
     if (port === 0 || !(await portInUse(host, port))) return false
@@ -173,9 +173,6 @@ const listenText = (secure: boolean) => (address: string) => `Server listening a
  */
 const SAME_STOP_MS = 1_000
 
-/** After the shutdown's deadline, the most the process may still live if its main thread is stuck. */
-const DEADLINE_GRACE_MS = 500
-
 /**
  * On SIGTERM or SIGINT: drain, stop accepting, finish in-flight requests, close the database,
  * exit 0. If that takes longer than the drain plus the shutdown timeout, exit 1.
@@ -206,7 +203,7 @@ export function closeOnSignals(
     if (stoppingSince === undefined) {
       stoppingSince = performance.now()
       logger.info({ signal }, 'shutting down')
-      exitByDeadline(delay + DEADLINE_GRACE_MS)
+      exitByDeadline(shutdownDeadlineMs(config))
       grace.close()
     } else if (signal === 'SIGINT' && performance.now() - stoppingSince > SAME_STOP_MS) {
       logger.error({ signal }, 'second SIGINT, exiting')

@@ -6,6 +6,7 @@ import type { Config } from '../config.js'
 import { flushLog } from '../logger.js'
 import { clusterReadiness, clusterSource, startMetricsListener } from './operations-listener.js'
 import { connectionCaps, createShedding, descriptorLimit } from './descriptors.js'
+import { shutdownDeadlineMs } from './drain.js'
 import { openMigratedStorage } from '../repositories.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
@@ -52,13 +53,13 @@ export async function runPrimary(config: Config, logger: Logger, count: number):
   const stopAll = () => {
     stopping = true
     for (const worker of alive) worker.process.kill('SIGTERM')
-    // Workers bound their own shutdown, and are killed half a second past it if stuck (src/process/server.ts):
-    // this only guards against one that still lives.
+    // Workers end themselves by the same deadline if stuck (src/process/server.ts): this only guards
+    // against one that still lives.
     setTimeout(() => {
       logger.error('workers did not stop in time')
       for (const worker of alive) worker.process.kill('SIGKILL')
       process.exit(1)
-    }, config.shutdownDrainMs + config.shutdownTimeoutMs + 1_000).unref()
+    }, shutdownDeadlineMs(config)).unref()
   }
 
   cluster.on('listening', (worker) => listening.add(worker))

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { LIMITED_LOOKUP_MS } from '../../src/api-keys/api-keys.rate-limit.js'
+import { KEY_RECHECK_MS, createApiKeysService } from '../../src/api-keys/api-keys.service.js'
 import { buildTestApp, errorBody, type TestApp, useTestApp } from '../helper.js'
 import { freePort } from '../processes.js'
 import { REDIS_MISSING, type RedisServer, startRedis } from '../redis.js'
@@ -47,15 +49,43 @@ describe('failed authentication limit per client address', () => {
   const fx = useTestApp('sqlite', { env: { RATE_LIMIT_FAILED_AUTH_PER_IP: '3' } })
   const wrong = `ps_live_${'x'.repeat(32)}`
 
-  it('answers 401 up to the limit, then 429 even for a valid key from that address, before any lookup', async () => {
+  it('answers 401 up to the limit, then 429, before any lookup, for a key this process has not seen authenticate, valid or not', async () => {
     for (let i = 0; i < 3; i++) assert.equal((await list(fx.testApp, wrong, '198.51.100.1')).statusCode, 401)
     const limited = await list(fx.testApp, wrong, '198.51.100.1')
     assert.equal(limited.statusCode, 429)
     assert.equal(errorBody(limited).code, 'rate_limited')
     assert.equal(limited.headers['ratelimit-policy'], '"failed-auth";q=3;w=60')
     assert.ok(Number(limited.headers['retry-after']) >= 1)
-    // A guess that happens to be right must not be told apart from a wrong one.
-    assert.equal((await list(fx.testApp, fx.key, '198.51.100.1')).statusCode, 429)
+    // The address's one lookup of the second goes to the next bad key; until the next second, a key
+    // never looked up here is refused unread, so a guess that happens to be right is not told apart.
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.1')).statusCode, 429)
+    const unseen = await fx.testApp.createKey({ name: 'unseen' })
+    assert.equal((await list(fx.testApp, unseen, '198.51.100.1')).statusCode, 429)
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.1')).statusCode, 429)
+    // A second later the address has a lookup again: a new key (after retries with a revoked one, say) gets in.
+    fx.testApp.clock.advance(LIMITED_LOOKUP_MS)
+    assert.equal((await list(fx.testApp, unseen, '198.51.100.1')).statusCode, 200)
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.1')).statusCode, 429)
+  })
+
+  it('serves, from an address over the limit, a key that authenticated in this process, with its own limit’s headers', async () => {
+    const neighbour = await fx.testApp.createKey({ name: 'neighbour behind the same NAT' })
+    assert.equal((await list(fx.testApp, neighbour, '198.51.100.6')).statusCode, 200)
+    for (let i = 0; i < 4; i++) await list(fx.testApp, wrong, '198.51.100.6')
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.6')).statusCode, 429)
+    const served = await list(fx.testApp, neighbour, '198.51.100.6')
+    assert.equal(served.statusCode, 200, served.body)
+    assert.match(String(served.headers['ratelimit-policy']), /^"per-key"/)
+    // A known key that is no longer valid is refused as over the limit, not looked at more than the others.
+    const revoked = await fx.testApp.createKey({ name: 'revoked' })
+    assert.equal((await list(fx.testApp, revoked, '198.51.100.7')).statusCode, 200)
+    const service = createApiKeysService({ apiKeys: fx.testApp.storage.apiKeys, clock: fx.testApp.clock, environment: 'production' })
+    const record = (await service.list()).find((key) => key.name === 'revoked')
+    assert.ok(record !== undefined)
+    await service.revoke(record.id)
+    fx.testApp.clock.advance(KEY_RECHECK_MS)
+    assert.equal((await list(fx.testApp, revoked, '198.51.100.6')).statusCode, 429)
+    assert.equal((await list(fx.testApp, neighbour, '198.51.100.6')).statusCode, 200)
   })
 
   it('leaves other addresses alone', async () => {
@@ -80,7 +110,8 @@ describe('failed authentication limit per client address', () => {
     }
     for (let i = 0; i < 3; i++) assert.equal((await list(fx.testApp, wrong, '198.51.100.4')).statusCode, 401)
     assert.equal((await list(fx.testApp, wrong, '198.51.100.4')).statusCode, 429)
-    assert.equal((await list(fx.testApp, fx.key, '198.51.100.4')).statusCode, 429)
+    assert.equal((await list(fx.testApp, wrong, '198.51.100.4')).statusCode, 429)
+    assert.equal((await list(fx.testApp, await fx.testApp.createKey({ name: 'new' }), '198.51.100.4')).statusCode, 429)
     assert.equal((await list(fx.testApp, fx.key, '198.51.100.5')).statusCode, 200)
   })
 })

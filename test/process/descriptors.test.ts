@@ -3,6 +3,7 @@ import { Writable } from 'node:stream'
 import { describe, it } from 'node:test'
 import pino from 'pino'
 import { Registry } from 'prom-client'
+import { isUnavailable } from '../../src/storage/postgres/errors.js'
 import { RESERVED_DESCRIPTORS, connectionCaps, createShedding, descriptorLimit, guardedMemoryUsage } from '../../src/process/descriptors.js'
 
 // The caps each listener gets from the descriptor limit, and what stands in for work an EMFILE stops (issue 39).
@@ -73,6 +74,10 @@ describe('descriptors', () => {
       { rss: () => 0 },
     )
     assert.throws(() => guardedMemoryUsage(shedding, broken)(), /something else/)
+  })
+
+  it('takes a PostgreSQL connection that cannot get a descriptor for the database unavailable (503), not a fault', () => {
+    for (const code of ['EMFILE', 'ENFILE']) assert.ok(isUnavailable(Object.assign(new Error(`connect ${code}`), { code })), code)
   })
 
   it('logs a run of refusals once per interval, with how many, and counts every one', async () => {

@@ -12,7 +12,7 @@ import path from 'node:path'
 const PRIVATE_FOLDER = 0o700
 
 /** Mode of the database, its -wal and -shm, and a backup. */
-export const PRIVATE_FILE = 0o600
+const PRIVATE_FILE = 0o600
 
 /** The files SQLite keeps for a database at `file`. */
 const companions = (file: string): string[] => [file, `${file}-wal`, `${file}-shm`]
