@@ -79,18 +79,24 @@ export interface SpawnOptions {
   detached?: boolean
   /** Its descriptor limit (RLIMIT_NOFILE, soft and hard), set by the shell's `ulimit -n` before Node starts. */
   descriptors?: number
+  /**
+   * A command line that runs `node …args` as its last arguments and execs it, keeping the pid: a sandbox
+   * such as a service manager sets up (test/ops/sandbox.ts).
+   */
+  wrapper?: readonly string[]
 }
 
 /** `node …args` (the Node running this code), with its exit recorded and its output kept. */
 export function spawnNode(name: string, args: string[], options: SpawnOptions): NodeProcess {
   const log = options.logPath === undefined ? undefined : fs.openSync(options.logPath, 'a')
+  const node =
+    options.descriptors === undefined
+      ? [process.execPath, ...args]
+      : // exec: the shell becomes Node, so that the pid and its signals are Node's.
+        ['sh', '-c', `ulimit -n ${options.descriptors} && exec "$0" "$@"`, process.execPath, ...args]
+  const [command = process.execPath, ...commandArgs] = [...(options.wrapper ?? []), ...node]
   let child: ChildProcess
   try {
-    const [command, commandArgs] =
-      options.descriptors === undefined
-        ? [process.execPath, args]
-        : // exec: the shell becomes Node, so that the pid and its signals are Node's.
-          ['sh', ['-c', `ulimit -n ${options.descriptors} && exec "$0" "$@"`, process.execPath, ...args]]
     child = spawn(command, commandArgs, {
       cwd: options.cwd,
       env: options.env,
@@ -177,6 +183,8 @@ export interface StartOptions {
   timeoutMs?: number
   /** Its descriptor limit (see SpawnOptions). */
   descriptors?: number
+  /** See SpawnOptions. */
+  wrapper?: readonly string[]
 }
 
 /**
@@ -195,6 +203,7 @@ export async function startPetstore(options: StartOptions): Promise<PetstoreProc
     logPath: options.logPath,
     detached: options.detached,
     descriptors: options.descriptors,
+    wrapper: options.wrapper,
   })
   const scheme = options.ca === undefined ? 'http' : 'https'
   const server: PetstoreProcess = Object.assign(started, { port, baseUrl: `${scheme}://127.0.0.1:${port}` })

@@ -1,4 +1,5 @@
 import { lookup } from 'node:dns/promises'
+import fs from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 
@@ -142,6 +143,16 @@ export type ConfigVariable = {
 )
 
 /**
+ * The variables that may hold a secret: a password in a URL, a collector's token. Each may instead be read
+ * from the file its `_FILE` variable names, so that the secret is not in the environment, where the same
+ * user reads it (/proc/<pid>/environ) and `systemctl show` and crash reporters print it.
+ */
+const SECRET_VARIABLES = ['DATABASE_URL', 'REDIS_URL', 'OTEL_EXPORTER_OTLP_HEADERS'] as const
+
+const FROM_A_FILE =
+  'read once at start without its trailing newline: a systemd credential (`%d/name`) or a mounted Kubernetes Secret, so the secret stays out of the environment. Not together with it'
+
+/**
  * Every variable the service reads, written once: `loadConfig` takes its range and default from here,
  * `petstore serve --help` prints it, and a test checks the README table and `.env.example` against it.
  */
@@ -152,6 +163,10 @@ export const CONFIG_VARIABLES = {
     describe:
       '`sqlite:///abs/path.db` for another SQLite file; `postgres://user:password@host:5432/db` (or `postgresql://`) for PostgreSQL',
     unset: 'Unset: SQLite at ./data/petstore.db',
+  },
+  DATABASE_URL_FILE: {
+    describe: `A file holding DATABASE_URL instead, ${FROM_A_FILE}`,
+    unset: 'Unset: DATABASE_URL',
   },
   DATABASE_POOL_SIZE: { describe: 'PostgreSQL connections per process', min: 1, max: 1000, default: '10' },
   DATABASE_PREPARED_STATEMENTS: {
@@ -205,6 +220,7 @@ export const CONFIG_VARIABLES = {
     describe: '`redis://host:6379` (or `rediss://`) to share them between instances',
     unset: 'Unset: rate-limit counters in memory, per process',
   },
+  REDIS_URL_FILE: { describe: `A file holding REDIS_URL instead, ${FROM_A_FILE}`, unset: 'Unset: REDIS_URL' },
   TRUST_PROXY: {
     describe: '`true`, a hop count from 1 to 99, or comma-separated proxy IP addresses and ranges (CIDR, or an IPv4 netmask) whose X-Forwarded-For is trusted',
     unset: 'Unset: the client address is the TCP peer',
@@ -271,6 +287,10 @@ export const CONFIG_VARIABLES = {
     describe: 'Headers sent with each export, `name=value` pairs separated by commas (e.g. a collector token); percent-encoded values',
     unset: 'Unset: none',
   },
+  OTEL_EXPORTER_OTLP_HEADERS_FILE: {
+    describe: `A file holding OTEL_EXPORTER_OTLP_HEADERS instead, ${FROM_A_FILE}`,
+    unset: 'Unset: OTEL_EXPORTER_OTLP_HEADERS',
+  },
   OTEL_SERVICE_NAME: { describe: 'The `service.name` of the spans', default: 'petstore' },
   OTEL_RESOURCE_ATTRIBUTES: {
     describe: 'More resource attributes of the spans, `key=value` pairs separated by commas (e.g. `deployment.environment.name=staging`)',
@@ -324,6 +344,48 @@ type Env = Readonly<Record<string, string | undefined>>
  * `cwd` anchors the default SQLite path.
  */
 export function loadConfig(env: Env, cwd: string = process.cwd()): Config {
+  const files = new Map<string, { variable: string; at: string }>()
+  const resolved = withSecretFiles(env, cwd, files)
+  try {
+    return loadFrom(resolved, cwd)
+  } catch (error) {
+    const file = error instanceof ConfigError ? files.get(error.variable) : undefined
+    if (file === undefined) throw error
+    // The message of the secret's own variable masks what it shows of the value, as it does for the environment.
+    throw new ConfigError(file.variable, `names a file whose value is refused ("${file.at}"): ${(error as Error).message}`)
+  }
+}
+
+/**
+ * `env` with each secret read from the file its `_FILE` variable names, read once, here; `files` learns
+ * which variable came from which file. An error names the variable and the path, never what the file holds.
+ */
+function withSecretFiles(env: Env, cwd: string, files: Map<string, { variable: string; at: string }>): Env {
+  const resolved: Record<string, string | undefined> = { ...env }
+  for (const name of SECRET_VARIABLES) {
+    const variable = `${name}_FILE` as const
+    const file = nonEmpty(env, variable)
+    if (file === undefined) continue
+    if ((env[name] ?? '') !== '') throw new ConfigError(variable, `and ${name} are both set: set only one of them`)
+    const at = path.resolve(cwd, file)
+    let text: string
+    try {
+      text = fs.readFileSync(at, 'utf8')
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message
+      throw new ConfigError(variable, `names a file that cannot be read, "${at}" (${code})`)
+    }
+    // What `echo` and most editors end a file with; any other white space is refused as it is in the environment.
+    text = text.replace(/\r?\n$/, '')
+    if (text === '') throw new ConfigError(variable, `names an empty file, "${at}"`)
+    resolved[name] = text
+    resolved[variable] = undefined
+    files.set(name, { variable, at })
+  }
+  return resolved
+}
+
+function loadFrom(env: Env, cwd: string): Config {
   const port = integerVar(env, 'PORT')
   const environment = oneOf(env, 'PETSTORE_ENV')
   const tls = tlsVar(env, cwd)
@@ -717,7 +779,10 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
   )
 }
 
-/** `url` without its user and password, for a message: `postgres://***@host/db`. */
+/**
+ * `url` without its user and password, for a message: `postgres://***@host/db`. Everything up to the last `@`
+ * is masked, since a malformed URL's password may hold a `/` or an `@`, or come without `//` (`host:secret@x`).
+ */
 export function withoutPassword(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//***@')
+  return url.replace(/^(.*?\/\/)?.*@/, (_, scheme: string | undefined) => `${scheme ?? ''}***@`)
 }

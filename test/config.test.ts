@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import Fastify from 'fastify'
@@ -288,8 +289,19 @@ describe('configuration', () => {
   })
 })
 
+/** Files holding a good value of each secret, for the `_FILE` variables' samples. */
+const SECRETS_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-secrets-'))
+function secretFile(name: string, text: string): string {
+  const file = path.join(SECRETS_DIR, name)
+  fs.writeFileSync(file, text, { mode: 0o600 })
+  return file
+}
+
 /** A value each variable accepts, for the variables without a default: the grids below spoil it. */
 const SAMPLES: Partial<Record<(typeof CONFIG_NAMES)[number], string>> = {
+  DATABASE_URL_FILE: secretFile('database-url', 'postgres://petstore:hunter2@db.internal/petstore\n'),
+  REDIS_URL_FILE: secretFile('redis-url', 'redis://:hunter2@cache.internal:6379\n'),
+  OTEL_EXPORTER_OTLP_HEADERS_FILE: secretFile('otlp-headers', 'authorization=Bearer%20hunter2\n'),
   DATABASE_URL: 'sqlite:///srv/petstore.db',
   PUBLIC_BASE_URL: 'https://api.example.com',
   PRODUCTION_BASE_URL: 'https://api.example.com',
@@ -363,7 +375,7 @@ describe('every variable, checked the same way whichever the engine', () => {
     it(`treats an empty variable as unset, every one of them, on ${engine}`, () => {
       const unset = loadConfig({ DATABASE_URL: url }, '/')
       for (const name of CONFIG_NAMES) {
-        if (name === 'DATABASE_URL') continue
+        if (name === 'DATABASE_URL' || name === 'DATABASE_URL_FILE') continue
         assert.deepEqual(loadConfig({ DATABASE_URL: url, [name]: '' }, '/'), unset, name)
       }
     })
@@ -406,6 +418,65 @@ describe('every variable, checked the same way whichever the engine', () => {
       checkHostsResolve(loadConfig({ HOST: '127.0.0.1', METRICS_HOST: 'metrics.invalid' }, '/'), unresolvable),
       (error: unknown) => error instanceof ConfigError && error.variable === 'METRICS_HOST',
     )
+  })
+})
+
+describe('secrets read from files (the _FILE variables)', () => {
+  const secrets = {
+    DATABASE_URL: { text: 'postgres://petstore:hunter2@db.internal:5432/petstore', read: (env: Record<string, string>) => {
+      const { database } = loadConfig(env, '/')
+      return database.engine === 'postgres' ? database.url : database.path
+    }, refused: 'mysql://petstore:hunter2@db.internal/petstore' },
+    REDIS_URL: { text: 'rediss://:hunter2@cache.internal:6380', read: (env: Record<string, string>) => loadConfig(env, '/').rateLimits.redisUrl, refused: 'cache:hunter2@internal' },
+    OTEL_EXPORTER_OTLP_HEADERS: {
+      text: 'authorization=Bearer%20hunter2',
+      read: (env: Record<string, string>) => loadConfig({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, '/').tracing?.headers.authorization,
+      refused: 'authorization=Bearer%20hunter2,broken',
+    },
+  }
+  const expected = { DATABASE_URL: 'postgres://petstore:hunter2@db.internal:5432/petstore', REDIS_URL: 'rediss://:hunter2@cache.internal:6380', OTEL_EXPORTER_OTLP_HEADERS: 'Bearer hunter2' }
+  /** The error of `env` names `variable`, says `problem` and shows nothing of the secret. */
+  const refusal = (variable: string, problem: RegExp) => (error: unknown) =>
+    error instanceof ConfigError && error.variable === variable && error.message.startsWith(`${variable} `) && problem.test(error.message) && !error.message.includes('hunter2')
+
+  for (const [name, { text, read, refused }] of Object.entries(secrets)) {
+    const variable = `${name}_FILE`
+    for (const [ending, written] of [['no newline', text], ['a newline', `${text}\n`], ['a CRLF', `${text}\r\n`]]) {
+      it(`reads ${name} from ${variable}, a file ending with ${ending}, as if it were ${name}`, () => {
+        assert.equal(read({ [variable]: secretFile(`${name}-${ending}`, written ?? '') }), expected[name as keyof typeof expected])
+        assert.equal(read({ [name]: text }), expected[name as keyof typeof expected])
+      })
+    }
+
+    it(`resolves a relative ${variable} against the working folder`, () => {
+      secretFile(`relative-${name}`, text)
+      const env = { [variable]: `relative-${name}` }
+      assert.doesNotThrow(() => loadConfig({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, SECRETS_DIR))
+    })
+
+    const file = secretFile(`good-${name}`, `${text}\n`)
+    const refusals: [string, Record<string, string>, string, RegExp][] = [
+      ['both forms set', { [variable]: file, [name]: text }, variable, new RegExp(`^${variable} and ${name} are both set`)],
+      ['a missing file', { [variable]: path.join(SECRETS_DIR, 'absent') }, variable, new RegExp(`cannot be read, "${SECRETS_DIR}/absent" \\(ENOENT\\)`)],
+      ['a folder', { [variable]: SECRETS_DIR }, variable, new RegExp(`cannot be read, "${SECRETS_DIR}" \\(EISDIR\\)`)],
+      ['an empty file', { [variable]: secretFile(`empty-${name}`, '') }, variable, /names an empty file/],
+      ['a file of one newline', { [variable]: secretFile(`newline-${name}`, '\n') }, variable, /names an empty file/],
+      ['two trailing newlines', { [variable]: secretFile(`two-${name}`, `${text}\n\n`) }, variable, new RegExp(`value is refused \\("${SECRETS_DIR}/two-${name}"\\): ${name} has spaces`)],
+      ['a leading space', { [variable]: secretFile(`space-${name}`, ` ${text}`) }, variable, new RegExp(`value is refused .*: ${name} has spaces`)],
+      ['a value its variable refuses', { [variable]: secretFile(`bad-${name}`, `${refused}\n`) }, variable, new RegExp(`value is refused \\("${SECRETS_DIR}/bad-${name}"\\): ${name} must`)],
+      ['white space around the path', { [variable]: ` ${file}` }, variable, /has spaces or other white space/],
+    ]
+    for (const [what, env, named, problem] of refusals) {
+      it(`refuses ${what} for ${variable}, naming ${named} and showing nothing of the secret`, () => {
+        assert.throws(() => loadConfig({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, '/'), refusal(named, problem))
+      })
+    }
+  }
+
+  it('has a _FILE variable in the table for every secret, and only for them', () => {
+    const files = CONFIG_NAMES.filter((name) => name.endsWith('_FILE') && !name.startsWith('TLS_'))
+    assert.deepEqual(files.map((name) => name.replace(/_FILE$/, '')).sort(), Object.keys(secrets).sort())
+    for (const name of files) assert.match(CONFIG_VARIABLES[name].describe, /read once at start/, name)
   })
 })
 

@@ -45,6 +45,8 @@ const PROCESS_TESTS = [
   'operator.test.ts',
   'ops/nginx.test.ts',
   'ops/prometheus.test.ts',
+  'ops/kubernetes.test.ts',
+  'ops/systemd.test.ts',
   'package.test.ts',
   'process/probes.test.ts',
   'process/burst.test.ts',

@@ -24,7 +24,8 @@ largest copied one.
 /** The database an option names, in DATABASE_URL's form; a malformed one is a usage error. */
 function databaseOption(io: CliIo, option: string, url: string): Config {
   try {
-    return loadConfig({ ...io.env, DATABASE_URL: url }, io.cwd)
+    // The option replaces DATABASE_URL in either of its forms.
+    return loadConfig({ ...io.env, DATABASE_URL: url, DATABASE_URL_FILE: undefined }, io.cwd)
   } catch (error) {
     if (error instanceof ConfigError && error.variable === 'DATABASE_URL') {
       throw new UsageError(error.message.replace(/^DATABASE_URL/, option), 'copy')

@@ -1,3 +1,4 @@
+import fs from 'node:fs'
 import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Worker } from 'node:worker_threads'
@@ -235,17 +236,52 @@ function exitByDeadline(ms: number): void {
  * `npm start` and `npx petstore serve` run the server under a shell of npm's; a `kill` of npm ends npm
  * and that shell, not the server, which would keep its ports with nobody to stop it. So a server that
  * npm started sends itself SIGTERM, and shuts down as on any SIGTERM, once the process that started
- * it is gone (it is then adopted by another). Started any other way (systemd, a container, `nohup`),
- * it outlives its parent as a daemon should.
+ * it is gone (it is then adopted by another), or once npm, that shell's parent, is: npm passes SIGTERM
+ * and SIGINT on to its shell, but dies of a SIGHUP or SIGKILL alone, and the shell then outlives it.
+ * Started any other way (systemd, a container, `nohup`), it outlives its parent as a daemon should.
  */
 export function stopWithNpm(env: Readonly<Record<string, string | undefined>>, logger: Logger): void {
   if (env.npm_command === undefined && env.npm_lifecycle_event === undefined) return
   const parent = process.ppid
+  const npm = shellParent(parent)
   const watch = setInterval(() => {
-    if (process.ppid === parent) return
+    if (process.ppid === parent && (npm === undefined || !gone(npm))) return
     clearInterval(watch)
     logger.info({ parent }, 'npm, which started this server, has exited')
     process.kill(process.pid, 'SIGTERM')
   }, 500)
   watch.unref()
+}
+
+/** The parent of `pid`, with its start time, when `pid` is a shell; undefined otherwise, or without /proc. */
+function shellParent(pid: number): { pid: number; started: string } | undefined {
+  const shell = processStat(pid)
+  if (typeof shell !== 'object' || !['sh', 'dash', 'bash'].includes(shell.name)) return undefined
+  const grandparent = processStat(shell.parent)
+  return typeof grandparent === 'object' ? { pid: shell.parent, started: grandparent.started } : undefined
+}
+
+/** Whether `watched` has ended: its pid is gone, or another process, started at another time, has it now. */
+function gone(watched: { pid: number; started: string }): boolean {
+  const now = processStat(watched.pid)
+  return now === 'gone' || (now !== undefined && now.started !== watched.started)
+}
+
+/**
+ * What /proc/<pid>/stat says of a process: its name, its parent, and its start time, which a pid reused
+ * by another process does not share. `gone` when there is no such process; undefined when it cannot be
+ * read (no /proc, descriptors run out), which tells nothing.
+ */
+function processStat(pid: number): { name: string; parent: number; started: string } | 'gone' | undefined {
+  let text: string
+  try {
+    text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    return code === 'ENOENT' || code === 'ESRCH' ? (fs.existsSync('/proc/self/stat') ? 'gone' : undefined) : undefined
+  }
+  // The name is in parentheses and may hold spaces and parentheses itself: the fields follow the last `)`.
+  const close = text.lastIndexOf(')')
+  const fields = text.slice(close + 2).split(' ')
+  return { name: text.slice(text.indexOf('(') + 1, close), parent: Number(fields[1]), started: fields[19] ?? '' }
 }

@@ -136,6 +136,26 @@ describe('signals as supervisors send them', { concurrency: 3 }, () => {
   }
 })
 
+describe('npm dying of a signal it does not pass on', () => {
+  // npm passes SIGTERM and SIGINT on to its shell; a SIGHUP or SIGKILL to npm alone (ExecReload with npm as
+  // the main process, an OOM killer) ends npm and leaves its shell, the server's parent, alive.
+  for (const signal of ['SIGHUP', 'SIGKILL'] as const) {
+    it(`stops the server npm start started when npm alone dies of ${signal}, instead of leaving it serving, orphaned`, { timeout: 60_000 }, async () => {
+      const server = await launch('npm start')
+      const started = performance.now()
+      process.kill(server.pid, signal)
+      await within(server.exited, BOUND_MS, () => `npm did not die of ${signal}`)
+      while (!logLines(server.output()).some((line) => line.msg === 'shut down cleanly')) {
+        // npm's exit is noticed within half a second, then the server drains as on SIGTERM.
+        assert.ok(performance.now() - started < BOUND_MS + 500, `no "shut down cleanly":\n${server.output()}`)
+        await sleep(20)
+      }
+      assert.ok(logLines(server.output()).some((line) => line.msg === 'npm, which started this server, has exited'), server.output())
+      await released(server.port, BOUND_MS, server.output)
+    })
+  }
+})
+
 describe('SIGHUP', () => {
   for (const how of ['node', 'node --workers 2'] as const) {
     for (const to of ['process', 'process group'] as const) {
