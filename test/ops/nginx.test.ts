@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import type http from 'node:http'
 import https from 'node:https'
 import tls from 'node:tls'
 import { after, before, describe, it } from 'node:test'
@@ -10,7 +9,7 @@ import { createKey, errorShape, stopProcess, waitUntilReady } from '../../script
 import { makeCertificate, opensslSkip } from '../certificates.js'
 import { sqliteDatabaseEnv } from '../helper.js'
 import { type ServerProcess, cleanupProcesses, freePort, startServer, stopServer, trackedTempDir } from '../processes.js'
-import { type Nginx, nginxSkip, startNginx } from './nginx.js'
+import { type Answer, type Nginx, nginxSkip, requestThroughNginx, startNginx } from './nginx.js'
 
 /*
  * The repository's nginx configuration (ops/nginx/petstore.conf), run by Debian's nginx in front of two
@@ -30,12 +29,6 @@ const ROUNDS = 2
 /** RATE_LIMIT_FAILED_AUTH_PER_IP of the instances: low, so that an address is limited after a few requests. */
 const FAILED_AUTH_LIMIT = 3
 
-interface Answer {
-  status: number
-  headers: http.IncomingHttpHeaders
-  text: string
-}
-
 describe('nginx in front of two instances, with ops/nginx/petstore.conf', { skip: SKIP, timeout: 120_000 }, () => {
   const dir = trackedTempDir('petstore-nginx-')
   let nginx: Nginx | undefined
@@ -46,26 +39,8 @@ describe('nginx in front of two instances, with ops/nginx/petstore.conf', { skip
   let publicBase = ''
 
   /** One request to nginx, over HTTPS trusting the test's certificate. */
-  function send(
-    method: string,
-    url: string,
-    { headers = {}, body, agent, localAddress }: { headers?: Record<string, string>; body?: string; agent?: https.Agent; localAddress?: string } = {},
-  ): Promise<Answer> {
-    return new Promise((resolve, reject) => {
-      const request = https.request(
-        { host: '127.0.0.1', port: nginx?.port, method, path: url, headers, ca, agent: agent ?? false, localAddress, timeout: 40_000 },
-        (response) => {
-          let text = ''
-          response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk))
-          response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, text }))
-          response.on('error', reject)
-        },
-      )
-      request.on('timeout', () => request.destroy(new Error('no answer within 40 s')))
-      request.on('error', reject)
-      request.end(body)
-    })
-  }
+  const send = (method: string, url: string, options?: Parameters<typeof requestThroughNginx>[4]) => requestThroughNginx(nginx?.port, ca, method, url, options)
+
 
   const authorized = (headers: Record<string, string> = {}): Record<string, string> => ({ authorization: `Bearer ${apiKey}`, ...headers })
   const createBody = (name: string) => JSON.stringify({ name, categoryId: 1 })

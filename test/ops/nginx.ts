@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
+import type http from 'node:http'
+import https from 'node:https'
 import path from 'node:path'
 import { type NodeProcess, ROOT } from '../../scripts/petstore-process.js'
 import type { Certificate } from '../certificates.js'
@@ -93,4 +95,32 @@ export async function startNginx(dir: string, { port, upstreams, certificate }: 
     errors: () => read(errorLog).split('\n').filter((line) => line !== '' && !line.includes('(111: Connection refused)')),
   }
   return nginx
+}
+
+/** An answer read whole. */
+export interface Answer {
+  status: number
+  headers: http.IncomingHttpHeaders
+  text: string
+}
+
+/** One request to nginx on `port`, over HTTPS trusting `ca`, on a connection of its own unless `agent`; 40 s at most. */
+export function requestThroughNginx(
+  port: number | undefined,
+  ca: Buffer[],
+  method: string,
+  url: string,
+  { headers = {}, body, agent, localAddress }: { headers?: Record<string, string>; body?: string; agent?: https.Agent; localAddress?: string } = {},
+): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const request = https.request({ host: '127.0.0.1', port, method, path: url, headers, ca, agent: agent ?? false, localAddress, timeout: 40_000 }, (response) => {
+      let text = ''
+      response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk))
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, text }))
+      response.on('error', reject)
+    })
+    request.on('timeout', () => request.destroy(new Error('no answer within 40 s')))
+    request.on('error', reject)
+    request.end(body)
+  })
 }

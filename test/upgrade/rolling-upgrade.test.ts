@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import type http from 'node:http'
 import https from 'node:https'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -9,7 +8,7 @@ import { poolerUnavailable } from '../../scripts/pg-cluster.js'
 import { errorShape, stopProcess, waitUntilReady } from '../../scripts/petstore-process.js'
 import { makeCertificate, opensslSkip } from '../certificates.js'
 import { ENGINES, type Engine, createTestDatabase, storageEngine } from '../helper.js'
-import { type Nginx, nginxSkip, startNginx } from '../ops/nginx.js'
+import { type Answer, type Nginx, nginxSkip, requestThroughNginx, startNginx } from '../ops/nginx.js'
 import { poolerOff } from '../postgres.js'
 import { type ServerProcess, cleanupProcesses, freePort, refusedWithin, runCommand, startServer, stopServer, trackedTempDir, until } from '../processes.js'
 import { FIRST_WINDOWED_RELEASE, type Release, buildNextRelease, buildReleaseFromGit, currentRelease, dependenciesDiffer, previousReleaseTag } from './releases.js'
@@ -48,12 +47,6 @@ const STEP_ANSWERS = 150
 const CROSS_CREATES = 20
 
 type Kind = 'create' | 'get' | 'page'
-
-interface Answer {
-  status: number
-  headers: http.IncomingHttpHeaders
-  text: string
-}
 
 /** A create sent with an Idempotency-Key, and the body of the first 201 it got, once it got one. */
 interface Keyed {
@@ -202,19 +195,8 @@ for (const { engine, pair, releases, skip } of ROLLS) {
     }
 
     /** One request to nginx, over HTTPS trusting the test's certificate. */
-    function send(method: string, url: string, { headers = {}, body, agent }: { headers?: Record<string, string>; body?: string; agent?: https.Agent } = {}): Promise<Answer> {
-      return new Promise((resolve, reject) => {
-        const request = https.request({ host: '127.0.0.1', port: nginx?.port, method, path: url, headers, ca, agent: agent ?? false, timeout: 40_000 }, (response) => {
-          let text = ''
-          response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk))
-          response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, text }))
-          response.on('error', reject)
-        })
-        request.on('timeout', () => request.destroy(new Error('no answer within 40 s')))
-        request.on('error', reject)
-        request.end(body)
-      })
-    }
+    const send = (method: string, url: string, options?: Parameters<typeof requestThroughNginx>[4]) => requestThroughNginx(nginx?.port, ca, method, url, options)
+
 
     /** One request straight to an instance. */
     async function direct(server: ServerProcess | undefined, method: string, url: string, { key = loadKey.key, headers = {}, body }: { key?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
