@@ -93,10 +93,11 @@ for (const engine of ENGINES) {
   describe(`a database a newer release migrated (${engine})`, () => {
     it('is served by this release, which applies nothing and names the newer migration', async (t) => {
       const database = await createTestDatabase(engine, trackedTempDir('petstore-compatibility-'))
-      t.after(() => database.drop())
       await migrateAsNewerRelease(engine, database.env, { [NEWER]: expandOnly })
       const storage = await openStorage(loadConfig(database.env).database)
+      // Closed before the database is dropped, which ends the connections still open (hooks run in order).
       t.after(() => storage.close())
+      t.after(() => database.drop())
       assert.deepEqual(await storage.migrate(), { applied: [], unknown: [NEWER] })
       const pet = await storage.pets.create({ name: 'Rex', categoryId: 1n, status: 'available' }, Date.now())
       assert.deepEqual(await storage.pets.findById(pet.id), pet)
@@ -105,23 +106,23 @@ for (const engine of ENGINES) {
 
     it('applies its own pending migrations beside a newer release\'s', async (t) => {
       const database = await createTestDatabase(engine, trackedTempDir('petstore-compatibility-'))
-      t.after(() => database.drop())
       const names = MIGRATION_NAMES[storageEngine(engine)]
       const last = names[names.length - 1] ?? ''
       const before = Object.fromEntries(Object.entries(migrationsOf(engine)).filter(([name]) => name !== last))
       await withKysely(database.env, (db) => runMigrations(db, { ...before, [NEWER]: expandOnly }, []))
       const storage = await openStorage(loadConfig(database.env).database)
       t.after(() => storage.close())
+      t.after(() => database.drop())
       assert.deepEqual(await storage.migrate(), { applied: [last], unknown: [NEWER] })
       assert.deepEqual((await storage.migrationState()).pending, [])
     })
 
     it('records a breaking migration\'s mark, which refuses the releases before it and lets it and later ones run', async (t) => {
       const database = await createTestDatabase(engine, trackedTempDir('petstore-compatibility-'))
-      t.after(() => database.drop())
       await migrateAsNewerRelease(engine, database.env, { [NEWER]: expandOnly, [BREAKING]: breaking('1.10.0') })
       const storage = await openStorage(loadConfig(database.env).database)
       t.after(() => storage.close())
+      t.after(() => database.drop())
       assert.deepEqual((await storage.migrationState()).oldestRelease, mark('1.10.0'))
       for (const release of ['1.0.0', '1.9.9']) {
         await assert.rejects(storage.migrate(release), (error: Error) => {
