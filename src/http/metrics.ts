@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify'
 import { Counter, Gauge, type Metric, Registry, collectDefaultMetrics } from 'prom-client'
-import { releaseVersion } from '../shared/release.js'
 import type { PoolStats } from '../storage/database.js'
 import type { CountOverloaded } from './load-shedding.js'
 import { routeOf } from './route.js'
@@ -97,23 +96,26 @@ const UNMATCHED_ROUTE = 'unmatched'
 /**
  * Creates a registry of its own (never prom-client's global one) with every metric of the
  * service. `processMetrics: false` leaves out prom-client's default process metrics, which start
- * an event-loop monitor and a GC observer that last as long as the process.
+ * an event-loop monitor and a GC observer that last as long as the process. `release`, the version
+ * serving, is told by the process that serves (petstore_build_info is absent without it).
  */
-export function createMetrics({ processMetrics = true }: { processMetrics?: boolean } = {}): Metrics {
+export function createMetrics({ processMetrics = true, release }: { processMetrics?: boolean; release?: string } = {}): Metrics {
   const registry = new Registry()
   if (processMetrics) collectDefaultMetrics({ register: registry })
 
-  // The `*_build_info` convention: which release serves, so that a dashboard shows a rolling deploy's
-  // versions side by side, and `--workers` report one series (the same for each), not their count.
-  new Gauge({
-    name: 'petstore_build_info',
-    help: 'Always 1, labelled with the release serving (version) and the Node.js it runs on (node_version).',
-    labelNames: ['version', 'node_version'] as const,
-    aggregator: 'max',
-    registers: [registry],
-  })
-    .labels(releaseVersion(), process.version)
-    .set(1)
+  if (release !== undefined) {
+    // The `*_build_info` convention: which release serves, so that a dashboard shows a rolling deploy's
+    // versions side by side, and `--workers` report one series (the same for each), not their count.
+    new Gauge({
+      name: 'petstore_build_info',
+      help: 'Always 1, labelled with the release serving (version) and the Node.js it runs on (node_version).',
+      labelNames: ['version', 'node_version'] as const,
+      aggregator: 'max',
+      registers: [registry],
+    })
+      .labels(release, process.version)
+      .set(1)
+  }
   const countRequest = createRequestMetrics(registry)
   const databaseUnavailable = new Counter({
     name: 'petstore_db_unavailable_total',

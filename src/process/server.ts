@@ -16,6 +16,7 @@ import { createMetrics } from '../http/metrics.js'
 import { readCertificatePair, reloadCertificates } from '../http/tls.js'
 import { type MetricsListener, answerReadinessForPrimary, appReadiness, processSource, reportToPrimary, startMetricsListener } from './operations-listener.js'
 import { type Storage, openMigratedStorage, openStorage } from '../repositories.js'
+import { releaseVersion } from '../shared/release.js'
 import type { Tracing } from '../tracing/tracing.js'
 
 export interface RunningServer {
@@ -52,7 +53,7 @@ export async function startServer(
     storage = await openStorage(config.database, 'DATABASE_URL', logger, options)
   }
   let draining = false
-  const metrics = createMetrics()
+  const metrics = createMetrics({ release: releaseVersion() })
   const shedding = createShedding(metrics.registry, logger)
   process.memoryUsage = guardedMemoryUsage(shedding)
   const descriptors = descriptorLimit()

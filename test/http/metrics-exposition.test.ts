@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client'
 import { createDeprecatedCallsCounter } from '../../src/deprecations/deprecations.metrics.js'
 import { createMetrics } from '../../src/http/metrics.js'
-import { releaseVersion } from '../../src/shared/release.js'
 
 /*
  * The service counts requests and deprecated calls in plain numbers and tells prom-client at scrape
@@ -18,15 +17,6 @@ const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 /** The service's registry (with processMetrics: false), recorded into with prom-client's own calls. */
 function reference() {
   const registry = new Registry()
-  new Gauge({
-    name: 'petstore_build_info',
-    help: 'Always 1, labelled with the release serving (version) and the Node.js it runs on (node_version).',
-    labelNames: ['version', 'node_version'] as const,
-    aggregator: 'max',
-    registers: [registry],
-  })
-    .labels(releaseVersion(), process.version)
-    .set(1)
   const labelNames = ['method', 'route', 'status'] as const
   const requests = new Counter({ name: 'petstore_http_requests_total', help: 'HTTP requests answered, by method, route template and status.', labelNames, registers: [registry] })
   const duration = new Histogram({
