@@ -161,6 +161,11 @@ describe('SIGHUP', () => {
     for (const to of ['process', 'process group'] as const) {
       it(`never stops a plain-HTTP server (${how}, sent to the ${to}): there is nothing to reload, and it says so once`, { timeout: 60_000 }, async () => {
         const server = await launch(how)
+        // Ready once one worker listens: both must, since a worker still starting has no handler yet and the
+        // signal ends it (the case of the next test), which this one counts as a failure.
+        const listening = () =>
+          logLines(server.output()).filter((line) => typeof line.msg === 'string' && line.msg.startsWith(`Server listening at http://127.0.0.1:${server.port}`)).length
+        await until(() => listening() >= (how === 'node' ? 1 : 2), 30_000, () => `not every worker listened:\n${server.output()}`)
         // A terminal that closes sends it to the group: the workers leave it to their primary.
         process.kill(to === 'process' ? server.pid : -server.pid, 'SIGHUP')
         const said = () => logLines(server.output()).filter((line) => line.msg === 'SIGHUP: no TLS certificate to reload; still serving')
