@@ -118,6 +118,8 @@ export async function buildApp({
   })
   const poolStats = storage.poolStats?.bind(storage)
   if (poolStats !== undefined) metrics.watchPool(poolStats)
+  const replicaStats = storage.replicaStats?.bind(storage)
+  if (replicaStats !== undefined) metrics.watchReplicas(replicaStats)
   await registerOpenApi(app, config, bearerAuthScheme)
 
   const limits = await registerRateLimits(app, config.rateLimits, logger, createRateLimitedCounter(metrics.registry), clock)

@@ -49,6 +49,10 @@ export type DatabaseConfig =
       poolSize: number
       /** Queries go as named prepared statements, parsed once per connection; false: unnamed, for a transaction pooler. */
       preparedStatements: boolean
+      /** Streaming standbys (or poolers in front of them) that reads may go to (docs/decisions/0023-read-replicas.md); none when absent. */
+      replicaUrls?: readonly string[]
+      /** A standby whose replay is further behind the primary than this serves nothing. */
+      replicaMaxLagMs?: number
     }
 
 export interface Config {
@@ -147,7 +151,7 @@ export type ConfigVariable = {
  * from the file its `_FILE` variable names, so that the secret is not in the environment, where the same
  * user reads it (/proc/<pid>/environ) and `systemctl show` and crash reporters print it.
  */
-const SECRET_VARIABLES = ['DATABASE_URL', 'REDIS_URL', 'OTEL_EXPORTER_OTLP_HEADERS'] as const
+const SECRET_VARIABLES = ['DATABASE_URL', 'DATABASE_REPLICA_URLS', 'REDIS_URL', 'OTEL_EXPORTER_OTLP_HEADERS'] as const
 
 const FROM_A_FILE =
   'read once at start without its trailing newline: a systemd credential (`%d/name`) or a mounted Kubernetes Secret, so the secret stays out of the environment. Not together with it'
@@ -174,6 +178,18 @@ export const CONFIG_VARIABLES = {
       'PostgreSQL queries as named prepared statements, parsed once per connection; `false` behind a pooler in transaction mode that does not keep them (PgBouncer before 1.21, or without `max_prepared_statements`). A server that loses one turns them off, with a warning',
     values: ['true', 'false'],
     default: 'true',
+  },
+  DATABASE_REPLICA_URLS: {
+    describe:
+      'Comma-separated `postgres://` URLs of streaming standbys of DATABASE_URL (or of a pooler in front of them) that reads may go to, with DATABASE_POOL_SIZE connections each; writes stay on DATABASE_URL. PostgreSQL only',
+    unset: 'Unset: every query goes to DATABASE_URL',
+  },
+  DATABASE_REPLICA_URLS_FILE: { describe: `A file holding DATABASE_REPLICA_URLS instead, ${FROM_A_FILE}`, unset: 'Unset: DATABASE_REPLICA_URLS' },
+  DATABASE_REPLICA_MAX_LAG_MS: {
+    describe: 'A standby whose replay is further behind the primary than this serves no read until it catches up',
+    min: 100,
+    max: 3_600_000,
+    default: '1000',
   },
   PETSTORE_ENV: { describe: 'Keys are `ps_live_…` in production, `ps_test_…` in staging', values: ENVIRONMENTS, default: 'production' },
   PUBLIC_BASE_URL: {
@@ -761,6 +777,10 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
   // Checked whichever the engine: a mistake shows before the day the deployment moves to PostgreSQL.
   const poolSize = integerVar(env, 'DATABASE_POOL_SIZE')
   const preparedStatements = oneOf(env, 'DATABASE_PREPARED_STATEMENTS') === 'true'
+  const replicaMaxLagMs = integerVar(env, 'DATABASE_REPLICA_MAX_LAG_MS')
+  if (!/^postgres(ql)?:\/\//.test(text ?? '') && nonEmpty(env, 'DATABASE_REPLICA_URLS') !== undefined) {
+    throw new ConfigError('DATABASE_REPLICA_URLS', 'names standbys of PostgreSQL, but DATABASE_URL is not a postgres:// URL: set DATABASE_URL to their primary, or unset this')
+  }
   if (text === undefined) return { engine: 'sqlite', path: path.join(cwd, 'data', 'petstore.db'), createFolder: true }
   if (text.startsWith('sqlite://')) {
     const file = decodeURIComponent(text.slice('sqlite://'.length))
@@ -771,12 +791,26 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
   }
   if (/^postgres(ql)?:\/\//.test(text)) {
     if (parsedUrl(text) === undefined) throw new ConfigError('DATABASE_URL', `is not a valid URL (got "${withoutPassword(text)}")`)
-    return { engine: 'postgres', url: text, poolSize, preparedStatements }
+    return { engine: 'postgres', url: text, poolSize, preparedStatements, ...replicasVar(env, replicaMaxLagMs) }
   }
   throw new ConfigError(
     'DATABASE_URL',
     `must start with sqlite://, postgres:// or postgresql:// (got "${withoutPassword(text)}")`,
   )
+}
+
+/** The standbys of DATABASE_REPLICA_URLS, each a PostgreSQL URL; none when it is unset. */
+function replicasVar(env: Env, replicaMaxLagMs: number): { replicaUrls: readonly string[]; replicaMaxLagMs: number } | Record<string, never> {
+  const text = nonEmpty(env, 'DATABASE_REPLICA_URLS')
+  if (text === undefined) return {}
+  const urls = text.split(',')
+  urls.forEach((url, i) => {
+    if (!/^postgres(ql)?:\/\/[^/]/.test(url) || parsedUrl(url) === undefined) {
+      throw new ConfigError('DATABASE_REPLICA_URLS', `must be postgres:// URLs separated by commas; entry ${i + 1} is not ("${withoutPassword(url)}")`)
+    }
+  })
+  if (new Set(urls).size !== urls.length) throw new ConfigError('DATABASE_REPLICA_URLS', 'names a standby twice')
+  return { replicaUrls: Object.freeze(urls), replicaMaxLagMs }
 }
 
 /**

@@ -49,10 +49,10 @@ function storageOn(database: Database, options: StorageOptions = {}): Storage {
   return withRepositories(database, database.engine === 'sqlite' ? sqliteRepositories(database, options) : postgresRepositories(database))
 }
 
-function postgresRepositories({ pool }: PostgresDatabase): Makers {
+function postgresRepositories({ pool, replicas }: PostgresDatabase): Makers {
   return {
-    pets: () => createPostgresPetsRepository(pool),
-    apiKeys: () => createPostgresApiKeysRepository(pool),
+    pets: () => createPostgresPetsRepository(pool, replicas),
+    apiKeys: () => createPostgresApiKeysRepository(pool, replicas),
     idempotency: () => createPostgresIdempotencyRepository(pool),
     deprecations: () => createPostgresDeprecationsRepository(pool),
     copy: () => createPostgresCopyRepository(pool),
@@ -80,7 +80,7 @@ function once<T>(make: () => T): () => T {
 
 function withRepositories(database: Database, make: Makers): Storage {
   const [pets, apiKeys, idempotency, deprecations, copy] = [once(make.pets), once(make.apiKeys), once(make.idempotency), once(make.deprecations), once(make.copy)]
-  const [backup, poolStats] = [database.backup?.bind(database), database.poolStats?.bind(database)]
+  const [backup, poolStats, replicaStats] = [database.backup?.bind(database), database.poolStats?.bind(database), database.replicaStats?.bind(database)]
   return {
     engine: database.engine,
     migrate: database.migrate.bind(database),
@@ -90,6 +90,7 @@ function withRepositories(database: Database, make: Makers): Storage {
     close: database.close.bind(database),
     ...(backup === undefined ? {} : { backup }),
     ...(poolStats === undefined ? {} : { poolStats }),
+    ...(replicaStats === undefined ? {} : { replicaStats }),
     get pets() {
       return pets()
     },

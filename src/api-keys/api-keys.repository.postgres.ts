@@ -1,8 +1,18 @@
 import type pg from 'pg'
+import type { ReplicaSet } from '../storage/postgres/replica-set.js'
 import { storedScopes } from './api-keys.scopes.js'
 import { API_KEY_COLUMNS as COLUMNS, type ApiKey, type ApiKeyRow, type ApiKeysRepository, toApiKey } from './api-keys.repository.js'
 
-export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepository {
+async function keyBySecretHash(on: pg.Pool, secretHash: string): Promise<ApiKey | undefined> {
+  const { rows } = await on.query<ApiKeyRow>({ name: 'api-keys-by-hash', text: `SELECT ${COLUMNS} FROM api_keys WHERE secret_hash = $1`, values: [secretHash] })
+  return rows[0] === undefined ? undefined : toApiKey(rows[0])
+}
+
+/**
+ * The keys of `pool`. With `replicas`, a key is looked up on the primary, so that a revocation counts
+ * everywhere within KEY_RECHECK_MS, and on a standby only while the primary is down (docs/api.md).
+ */
+export function createPostgresApiKeysRepository(pool: pg.Pool, replicas?: ReplicaSet): ApiKeysRepository {
   return {
     async insert(key: ApiKey, secretHash: string): Promise<void> {
       await pool.query(
@@ -23,14 +33,8 @@ export function createPostgresApiKeysRepository(pool: pg.Pool): ApiKeysRepositor
         ],
       )
     },
-    async findBySecretHash(secretHash: string): Promise<ApiKey | undefined> {
-      const { rows } = await pool.query<ApiKeyRow>({
-        name: 'api-keys-by-hash',
-        text: `SELECT ${COLUMNS} FROM api_keys WHERE secret_hash = $1`,
-        values: [secretHash],
-      })
-      return rows[0] === undefined ? undefined : toApiKey(rows[0])
-    },
+    findBySecretHash: (secretHash: string): Promise<ApiKey | undefined> =>
+      replicas === undefined ? keyBySecretHash(pool, secretHash) : replicas.read({ kind: 'key', first: 'primary' }, (on) => keyBySecretHash(on, secretHash)),
     async list(): Promise<ApiKey[]> {
       const { rows } = await pool.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, id`)
       return rows.map(toApiKey)

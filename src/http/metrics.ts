@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { Counter, Gauge, type Metric, Registry, collectDefaultMetrics } from 'prom-client'
 import type { PoolStats } from '../storage/database.js'
+import type { ReplicaStats } from '../storage/postgres/replica-set.js'
 import type { CountOverloaded } from './load-shedding.js'
 import { routeOf } from './route.js'
 
@@ -15,6 +16,8 @@ export interface Metrics {
   readonly countOverloaded: CountOverloaded
   /** Exports the pool figures of `stats`, read at each scrape. Call it once. */
   watchPool(stats: () => PoolStats): void
+  /** Exports each standby's lag and state, and where reads went, read from `stats` at each scrape. Call it once. */
+  watchReplicas(stats: () => ReplicaStats): void
   /**
    * Exports when the certificate the API port serves expires, `notAfter()` read at each scrape. Call it
    * once, and only when serving TLS: without it the metric is absent, not 0, which would read as expired.
@@ -133,6 +136,7 @@ export function createMetrics({ processMetrics = true, release }: { processMetri
   for (const series of Object.values(overloadSeries)) series.inc(0)
   let watchingPool = false
   let watchingCertificate = false
+  let watchingReplicas = false
 
   return {
     registry,
@@ -167,6 +171,48 @@ export function createMetrics({ processMetrics = true, release }: { processMetri
         registers: [registry],
         collect() {
           this.set(stats().max)
+        },
+      })
+    },
+    watchReplicas(stats) {
+      if (watchingReplicas) throw new Error('watchReplicas: this registry already watches standbys')
+      watchingReplicas = true
+      new Gauge({
+        name: 'petstore_db_replica_lag_seconds',
+        help: 'How far each standby of DATABASE_REPLICA_URLS is behind the primary: how long ago the primary passed what it has replayed. Absent while it does not answer.',
+        labelNames: ['replica'] as const,
+        // Under --workers each polls on its own: the worst view is the one to act on.
+        aggregator: 'max',
+        registers: [registry],
+        collect() {
+          this.reset()
+          for (const { name, lagSeconds } of stats().replicas) if (lagSeconds !== undefined) this.labels(name).set(lagSeconds)
+        },
+      })
+      new Gauge({
+        name: 'petstore_db_replica_usable',
+        help: 'Whether reads may go to each standby now: 1 when it answers within DATABASE_REPLICA_MAX_LAG_MS, else 0.',
+        labelNames: ['replica'] as const,
+        aggregator: 'min',
+        registers: [registry],
+        collect() {
+          for (const { name, usable } of stats().replicas) this.labels(name).set(usable ? 1 : 0)
+        },
+      })
+      const told = new Map<string, number>()
+      new Counter({
+        name: 'petstore_db_reads_total',
+        help: 'Reads that may go to a standby (read: pet, page or key), by the server that answered them (target: primary or replica).',
+        labelNames: ['read', 'target'] as const,
+        registers: [registry],
+        collect() {
+          for (const [read, targets] of Object.entries(stats().reads)) {
+            for (const [target, count] of Object.entries(targets)) {
+              const series = `${read} ${target}`
+              this.inc({ read, target }, count - (told.get(series) ?? 0))
+              told.set(series, count)
+            }
+          }
         },
       })
     },

@@ -1,8 +1,10 @@
 import type pg from 'pg'
 import type { Claim, Claimed } from '../storage/claim.js'
 import { openPostgresClaim } from '../storage/postgres/claim.js'
+import { PrimaryUnavailable } from '../storage/postgres/errors.js'
+import { POSITION_SQL, type ReplicaSet } from '../storage/postgres/replica-set.js'
 import { inTransaction } from '../storage/postgres/transaction.js'
-import type { ListPetsQuery, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
+import type { ListPetsQuery, NewPet, Pet, PetStatus, PetsRead, PetsRepository } from './pets.repository.js'
 
 // pg returns int8 as text: it is turned into a BigInt here, never into a lossy number.
 interface PetRow {
@@ -55,7 +57,84 @@ export function insertPostgresPet(db: pg.Pool | pg.PoolClient, pet: NewPet, crea
     .then((result) => inserted(pet, result))
 }
 
-export function createPostgresPetsRepository(pool: pg.Pool): PetsRepository {
+async function petById(on: pg.Pool, id: bigint): Promise<Pet | undefined> {
+  const { rows } = await on.query<PetRow>({ name: 'pets-by-id', text: `SELECT ${COLUMNS} FROM pets WHERE id = $1`, values: [id.toString()] })
+  return rows[0] === undefined ? undefined : toPet(rows[0])
+}
+
+/** Where the server was when it read the page: with standbys, a page's rows carry it (POSITION_SQL). */
+interface PageRow extends PetRow {
+  read_at?: string
+}
+
+function pageRead(rows: PageRow[]): PetsRead {
+  const at = rows[0]?.read_at
+  return at === undefined ? { pets: rows.map(toPet) } : { pets: rows.map(toPet), readAt: BigInt(at) }
+}
+
+const AT = `, ${POSITION_SQL} AS read_at`
+
+/**
+ * A page as the primary reads it, with where it was read (`at`) when standbys serve the next ones.
+ *
+ * An unfiltered page is every pet of its id range, so it shows whether that range has a hole: without
+ * one it is settled, as `pets_page` would find, and one plain statement (the common case, and cheaper at
+ * the database than the function: docs/decisions/0015-postgres-read-path.md) is the whole read. With one,
+ * `pets_page` reads it again and waits if it must.
+ */
+async function primaryPage(pool: pg.Pool, { limit, status, afterId }: ListPetsQuery, at: boolean): Promise<PetsRead> {
+  if (status === undefined) {
+    const { rows } = await pool.query<PageRow>({
+      name: at ? 'pets-page-unfiltered-at' : 'pets-page-unfiltered',
+      text: `SELECT ${COLUMNS}${at ? AT : ''} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
+      values: [afterId.toString(), limit],
+    })
+    const last = rows.at(-1)
+    if (last === undefined || BigInt(last.id) - afterId === BigInt(rows.length)) return pageRead(rows)
+  }
+  const { rows } = await pool.query<PageRow>({
+    name: at ? 'pets-page-at' : 'pets-page',
+    text: `SELECT ${COLUMNS}${at ? AT : ''} FROM pets_page($1, $2, $3)`,
+    values: [afterId.toString(), limit, status ?? null],
+  })
+  return pageRead(rows)
+}
+
+interface StandbyPage extends PetsRead {
+  /** Every id from the cursor to the page's last pet is there (ADR 15's rule): no pet can be missing below it. */
+  settled: boolean
+}
+
+/**
+ * A page as a standby reads it, and whether it is settled. A standby cannot wait for a create in
+ * flight (there is none there), so a page with a hole is the primary's to answer. A filtered page counts
+ * the pets of its range, as `pets_page` does, only over a range of at most ten pages.
+ */
+async function standbyPage(pool: pg.Pool, { limit, status, afterId }: ListPetsQuery): Promise<StandbyPage> {
+  if (status === undefined) {
+    const { rows } = await pool.query<PageRow>({
+      name: 'pets-standby-page-unfiltered',
+      text: `SELECT ${COLUMNS}${AT} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
+      values: [afterId.toString(), limit],
+    })
+    const last = rows.at(-1)
+    return { ...pageRead(rows), settled: last === undefined || BigInt(last.id) - afterId === BigInt(rows.length) }
+  }
+  const { rows } = await pool.query<PageRow & { present: string }>({
+    name: 'pets-standby-page',
+    text:
+      `WITH page AS (SELECT ${COLUMNS} FROM pets WHERE status = $3 AND id > $1 ORDER BY id LIMIT $2), ` +
+      'bound AS (SELECT max(id) AS last_id FROM page) ' +
+      `SELECT page.*${AT}, (SELECT count(*) FROM pets q, bound WHERE q.id > $1 AND q.id <= bound.last_id AND bound.last_id - $1 <= 10 * $2::bigint) AS present ` +
+      'FROM page ORDER BY id',
+    values: [afterId.toString(), limit, status],
+  })
+  const last = rows.at(-1)
+  return { ...pageRead(rows), settled: last === undefined || BigInt(last.id) - afterId === BigInt(last.present) }
+}
+
+/** The pets of `pool`; with `replicas`, reads go to standbys where that keeps their promises (docs/api.md). */
+export function createPostgresPetsRepository(pool: pg.Pool, replicas?: ReplicaSet): PetsRepository {
   // Named queries are prepared once per connection.
   return {
     create: (pet: NewPet, createdAt: number): Promise<Pet> => insertPostgresPet(pool, pet, createdAt),
@@ -82,34 +161,33 @@ export function createPostgresPetsRepository(pool: pg.Pool): PetsRepository {
         return { held }
       }
     },
-    async list({ limit, status, afterId }: ListPetsQuery): Promise<Pet[]> {
-      if (status === undefined) {
-        // An unfiltered page is every pet of its id range, so it shows whether that range has a
-        // hole: without one it is settled, as `pets_page` would find, and one plain statement (the
-        // common case, and cheaper at the database than the function: docs/decisions/0015-postgres-read-path.md)
-        // is the whole read. With one, `pets_page` reads it again and waits if it must.
-        const { rows } = await pool.query<PetRow>({
-          name: 'pets-page-unfiltered',
-          text: `SELECT ${COLUMNS} FROM pets WHERE id > $1 ORDER BY id LIMIT $2`,
-          values: [afterId.toString(), limit],
-        })
-        const last = rows.at(-1)
-        if (last === undefined || BigInt(last.id) - afterId === BigInt(rows.length)) return rows.map(toPet)
-      }
-      const { rows } = await pool.query<PetRow>({
-        name: 'pets-page',
-        text: `SELECT ${COLUMNS} FROM pets_page($1, $2, $3)`,
-        values: [afterId.toString(), limit, status ?? null],
-      })
-      return rows.map(toPet)
+    list: (query: ListPetsQuery): Promise<PetsRead> => {
+      if (replicas === undefined) return primaryPage(pool, query, false)
+      // A standby's page stands when it is settled and has a next page: every id of its range is there, so
+      // no pet acknowledged is missing from it. A last page is read on the primary, since a standby may not
+      // yet have the pets acknowledged after it; so is a page with a hole, where the primary waits if it must.
+      // With the primary down, a standby's page is the answer: no create can be acknowledged meanwhile.
+      return replicas.read<StandbyPage>(
+        { kind: 'page', first: 'replica', atLeast: query.atLeast, stands: (read) => read.settled && read.pets.length === query.limit },
+        (on, from) => (from === 'primary' ? primaryPage(on, query, true).then((read) => ({ ...read, settled: true })) : standbyPage(on, query)),
+      ).then(({ pets, readAt }) => ({ pets, readAt }))
     },
-    async findById(id: bigint): Promise<Pet | undefined> {
-      const { rows } = await pool.query<PetRow>({
-        name: 'pets-by-id',
-        text: `SELECT ${COLUMNS} FROM pets WHERE id = $1`,
-        values: [id.toString()],
-      })
-      return rows[0] === undefined ? undefined : toPet(rows[0])
+    findById: (id: bigint): Promise<Pet | undefined> => {
+      if (replicas === undefined) return petById(pool, id)
+      // A standby that misses the pet may not have it yet: the primary is asked before it is a 404, and
+      // with the primary down, the miss is a 503 rather than a 404 for a pet that may have been acknowledged.
+      return replicas.read<Pet | undefined>(
+        {
+          kind: 'pet',
+          first: 'replica',
+          stands: (pet) => pet !== undefined,
+          primaryDown: (pet) => {
+            if (pet === undefined) throw new PrimaryUnavailable()
+            return pet
+          },
+        },
+        (on) => petById(on, id),
+      )
     },
   }
 }

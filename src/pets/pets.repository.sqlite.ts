@@ -1,7 +1,7 @@
 import type { Database } from 'better-sqlite3'
 import type { Claim, Claimed } from '../storage/claim.js'
 import { openSqliteClaim } from '../storage/sqlite/claim.js'
-import type { ListPetsQuery, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
+import type { ListPetsQuery, PetsRead, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
 
 interface PetRow {
   id: bigint
@@ -164,9 +164,9 @@ export function createSqlitePetsRepository(db: Database, changes: SqlitePetChang
       if ('created' in outcome) changes.committed()
       return Promise.resolve(outcome)
     },
-    list({ limit, status, afterId }: ListPetsQuery): Promise<Pet[]> {
+    list({ limit, status, afterId }: ListPetsQuery): Promise<PetsRead> {
       const rows = status === undefined ? listAll.all(afterId, limit) : listByStatus.all(status, afterId, limit)
-      return Promise.resolve(rows.map(toPet))
+      return Promise.resolve({ pets: rows.map(toPet) })
     },
     findById(id: bigint): Promise<Pet | undefined> {
       const row = byId.get(id)

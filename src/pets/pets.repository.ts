@@ -18,6 +18,15 @@ export interface ListPetsQuery {
   status?: PetStatus
   /** Only pets with a greater id: the keyset of the previous page. */
   afterId: bigint
+  /** Read on a server that has replayed at least this far (a standby), or on the primary: where the previous page was read. */
+  atLeast?: bigint
+}
+
+export interface PetsRead {
+  /** In ascending id order. */
+  pets: Pet[]
+  /** With standbys: where the server that answered was (replica-set.ts POSITION_SQL), for the next page's cursor. */
+  readAt?: bigint
 }
 
 /** Where pets are kept. One implementation per storage engine; rows never leave it. */
@@ -36,7 +45,7 @@ export interface PetsRepository {
     respond: (pet: Pet) => Result,
   ): Promise<Claimed<Result, Held>>
   /** Up to `limit` pets in ascending id order, with no gap: a pet still being created with a lower id is waited for. */
-  list(query: ListPetsQuery): Promise<Pet[]>
+  list(query: ListPetsQuery): Promise<PetsRead>
   findById(id: bigint): Promise<Pet | undefined>
   /**
    * A number that changes whenever any pet may have changed, through this process or any other.

@@ -47,12 +47,12 @@ export function createPetsService(deps: { pets: PetsRepository; clock: Clock }):
     create: (pet) => pets.create(pet, clock.now()),
     createOnce: (pet, claim, respond) => pets.createOnce(pet, clock.now(), claim, respond),
     async list({ limit, status, cursor }) {
-      const afterId = cursor === undefined ? 0n : decodeCursor(cursor, status)
+      const { afterId, atLeast } = cursor === undefined ? { afterId: 0n, atLeast: undefined } : decodeCursor(cursor, status)
       // One more than asked: whether it exists decides if there is a next page, without a count.
-      const found = await pets.list({ limit: limit + 1, status, afterId })
+      const { pets: found, readAt } = await pets.list({ limit: limit + 1, status, afterId, atLeast })
       if (found.length <= limit) return { pets: found }
       const page = found.slice(0, limit)
-      return { pets: page, next: encodeCursor(page[limit - 1]?.id ?? afterId, status) }
+      return { pets: page, next: encodeCursor(page[limit - 1]?.id ?? afterId, status, readAt) }
     },
     async get(id) {
       const pet = await pets.findById(id)

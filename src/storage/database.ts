@@ -2,6 +2,7 @@ import type { Database as SqliteHandle } from 'better-sqlite3'
 import type pg from 'pg'
 import type { DatabaseConfig } from '../config.js'
 import type { MigrationState } from './migrations/compatibility.js'
+import type { ReplicaSet, ReplicaStats } from './postgres/replica-set.js'
 
 /** Where an engine tells the operator what to fix while it runs; the service's logger is one. */
 export interface StorageLog {
@@ -50,6 +51,8 @@ export interface DatabaseOperations {
   backup?(file: string, progress: (copiedPages: number, totalPages: number) => void): Promise<void>
   /** The connection pool's figures, for the metrics; engines without a pool have none. */
   poolStats?(): PoolStats
+  /** PostgreSQL with standbys only: each standby's lag and state, and where reads went, for the metrics. */
+  replicaStats?(): ReplicaStats
   close(): Promise<void>
 }
 
@@ -65,6 +68,8 @@ export interface SqliteDatabase extends DatabaseOperations {
 export interface PostgresDatabase extends DatabaseOperations {
   readonly engine: 'postgres'
   readonly pool: pg.Pool
+  /** The standbys of DATABASE_REPLICA_URLS, which reads may go to; absent without any. */
+  readonly replicas?: ReplicaSet
 }
 
 /**

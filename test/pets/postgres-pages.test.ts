@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, it } from 'node:test'
 import pg from 'pg'
-import type { Pet } from '../../src/pets/pets.repository.js'
+import type { Pet, PetsRead } from '../../src/pets/pets.repository.js'
 import { insertPostgresPet } from '../../src/pets/pets.repository.postgres.js'
 import { ENGINES, type TestApp, buildTestApp } from '../helper.js'
 
@@ -27,7 +27,7 @@ async function pendingAfter(promise: Promise<unknown>, ms: number): Promise<bool
   return (await Promise.race([promise.then(() => undefined), sleep(ms, timeout)])) === timeout
 }
 
-const ids = (pets: Pet[]) => pets.map((pet) => pet.id)
+const ids = (read: PetsRead | Pet[]) => (Array.isArray(read) ? read : read.pets).map((pet) => pet.id)
 
 if (ENGINES.includes('postgres')) {
   describe('postgres page reads with creates in flight', () => {

@@ -20,7 +20,7 @@ async function databaseWith(file: string, names: string[]): Promise<void> {
 export async function petNames(file: string): Promise<string[]> {
   const storage = await openStorage({ engine: 'sqlite', path: file })
   try {
-    return (await storage.pets.list({ limit: 100, afterId: 0n })).map((pet) => pet.name)
+    return (await storage.pets.list({ limit: 100, afterId: 0n })).pets.map((pet) => pet.name)
   } finally {
     await storage.close()
   }

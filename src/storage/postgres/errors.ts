@@ -21,9 +21,18 @@ function sqlState(error: unknown): unknown {
   return (error as { code?: unknown } | undefined)?.code
 }
 
+/** The primary could not be asked, and a standby's answer alone cannot be given (replica-set.ts): a 503. */
+export class PrimaryUnavailable extends Error {
+  override readonly name = 'PrimaryUnavailable'
+  constructor(cause?: unknown) {
+    super('the primary is unavailable, and a standby alone cannot answer this read', { cause })
+  }
+}
+
 /** True for failures of the database itself (gone, busy, read-only, restarting): the client gets 503. */
 export function isUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false
+  if (error instanceof PrimaryUnavailable) return true
   const code = sqlState(error)
   if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || NETWORK_ERRORS.has(code))) return true
   return UNAVAILABLE_MESSAGES.some((message) => error.message.includes(message))

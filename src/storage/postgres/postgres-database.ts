@@ -4,6 +4,7 @@ import { COMPATIBILITY_TABLE, type CompatibilityMark, type RecordedMigrations, a
 import { MIGRATION_NAMES } from '../migrations/names.js'
 import { releaseVersion } from '../../shared/release.js'
 import { isUnavailable, lostPreparedStatement } from './errors.js'
+import { createReplicaSet } from './replica-set.js'
 import { inTransaction } from './transaction.js'
 
 /**
@@ -29,6 +30,8 @@ export interface PostgresOptions {
   url: string
   poolSize: number
   preparedStatements: boolean
+  replicaUrls?: readonly string[]
+  replicaMaxLagMs?: number
   warn?: (message: string) => void
 }
 
@@ -84,8 +87,8 @@ function statementMode(named: boolean, warn: (message: string) => void) {
   return { adopt }
 }
 
-/** A pool of `poolSize` connections to the PostgreSQL server (or pooler) of `url`. */
-export function openPostgresDatabase({ url, poolSize, preparedStatements, warn = () => {} }: PostgresOptions): PostgresDatabase {
+/** A pool of `poolSize` connections to the PostgreSQL server (or pooler) of `url`, its connections adopted by `statements`. */
+function openPool(url: string, poolSize: number, statements: ReturnType<typeof statementMode>): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -93,7 +96,6 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, warn =
     idleTimeoutMillis: 30_000,
     query_timeout: 15_000,
   })
-  const statements = statementMode(preparedStatements, warn)
   // An idle connection whose server goes away reports here; unheard, the error would crash the
   // process. The pool drops that connection and the next query meets the outage (a 503) instead.
   pool.on('error', () => {})
@@ -106,11 +108,23 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, warn =
     client.on('error', () => {})
     statements.adopt(client)
   })
+  return pool
+}
+
+/**
+ * A pool of `poolSize` connections to the PostgreSQL server (or pooler) of `url`, and as many to each
+ * standby of `replicaUrls`, which reads may go to (replica-set.ts).
+ */
+export function openPostgresDatabase({ url, poolSize, preparedStatements, replicaUrls = [], replicaMaxLagMs = 1_000, warn = () => {} }: PostgresOptions): PostgresDatabase {
+  const statements = statementMode(preparedStatements, warn)
+  const pool = openPool(url, poolSize, statements)
+  const replicas = replicaUrls.length === 0 ? undefined : createReplicaSet(pool, replicaUrls, replicaMaxLagMs, (standby) => openPool(standby, poolSize, statements))
   let ended = false
 
   return {
     engine: 'postgres',
     pool,
+    ...(replicas === undefined ? {} : { replicas, replicaStats: () => replicas.stats() }),
     async migrationState() {
       return migrationState(await recordedMigrations(pool), MIGRATION_NAMES.postgres)
     },
@@ -137,13 +151,18 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, warn =
     },
     isUnavailable,
     async ping() {
-      await pool.query('SELECT 1')
+      try {
+        await pool.query('SELECT 1')
+      } catch (error) {
+        // With the primary gone, standbys still serve reads: the instance stays in its balancer's rotation.
+        if (replicas?.readable() !== true || !isUnavailable(error)) throw error
+      }
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: poolSize }),
     async close() {
       if (ended) return
       ended = true
-      await pool.end()
+      await Promise.all([pool.end(), replicas?.close()])
     },
   }
 }

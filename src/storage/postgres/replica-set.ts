@@ -1,0 +1,239 @@
+import type pg from 'pg'
+import { PrimaryUnavailable, isUnavailable } from './errors.js'
+
+/*
+ * Reads on streaming standbys (docs/decisions/0023-read-replicas.md). Every POLL_MS each standby is
+ * asked how far it has replayed, and the primary how far it has written. A standby's lag is how long ago
+ * the primary was first seen past the point the standby has replayed: 0 when it has replayed all the
+ * primary had at the last poll. This judges lag by catching up, which an idle primary does not fool, as
+ * `now() - pg_last_xact_replay_timestamp()` is fooled (it grows while nothing is written). A standby
+ * serves reads while its last poll answered, recently, with a lag within the bound.
+ */
+
+/** How often the standbys and the primary are asked where they are. */
+export const POLL_MS = 200
+
+/**
+ * Where a server is in the WAL, as a number of bytes: a primary's write position, a standby's replay
+ * position. Evaluated once per statement, after the statement's snapshot was taken, so a page read in the
+ * same statement holds nothing past it.
+ */
+export const POSITION_SQL =
+  "(SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::text)"
+
+/** Where a read was answered. */
+export type ReadTarget = 'primary' | 'replica'
+/** The reads that may go to a standby. */
+export type ReadKind = 'pet' | 'page' | 'key'
+const READ_KINDS: readonly ReadKind[] = ['pet', 'page', 'key']
+
+/** One standby as the metrics show it. */
+export interface ReplicaStat {
+  /** host:port/database of its URL: never its user or password. */
+  readonly name: string
+  /** Seconds behind the primary; undefined while it does not answer. */
+  readonly lagSeconds: number | undefined
+  /** Whether reads may go there now. */
+  readonly usable: boolean
+}
+
+export interface ReplicaStats {
+  readonly replicas: readonly ReplicaStat[]
+  /** Reads answered since the start, by kind and where. */
+  readonly reads: Readonly<Record<ReadKind, Readonly<Record<ReadTarget, number>>>>
+}
+
+/** How one read goes: which server is asked first, and whose answer stands. */
+export interface ReadPlan<T> {
+  readonly kind: ReadKind
+  /** Keys are asked of the primary first (a revocation counts at once); pets and pages of a standby. */
+  readonly first: 'primary' | 'replica'
+  /** Only a standby that has replayed at least this far may answer (the position a cursor carries). */
+  readonly atLeast?: bigint
+  /** Whether a standby's answer stands; when it does not, the primary is asked. Default: it stands. */
+  readonly stands?: (answer: T) => boolean
+  /**
+   * With the primary down: what a standby's answer that did not stand becomes. Throw to refuse it (a
+   * `PrimaryUnavailable`). Default: it stands after all.
+   */
+  readonly primaryDown?: (answer: T) => T
+}
+
+/** The readers of a primary and its standbys. */
+export interface ReplicaSet {
+  /** Runs `query` where `plan` says; `from` tells the query which server it is on. */
+  read<T>(plan: ReadPlan<T>, query: (on: pg.Pool, from: ReadTarget) => Promise<T>): Promise<T>
+  /** Whether some standby may serve reads now: the service is ready for them with the primary gone. */
+  readable(): boolean
+  stats(): ReplicaStats
+  close(): Promise<void>
+}
+
+interface Standby {
+  readonly name: string
+  readonly pool: pg.Pool
+  /** Replay position at the last poll that answered. */
+  replayed: bigint | undefined
+  /** When a poll last answered. */
+  answeredAt: number
+  /** Set by a read that met the standby unavailable: out until a poll answers again. */
+  failed: boolean
+  polling: boolean
+}
+
+/** A poll older than this is not trusted: the standby is out until one answers. */
+const POLL_TRUSTED_MS = 5 * POLL_MS
+
+/** host:port/database of a URL, for the metrics and the log: never its user or password. */
+export function replicaName(url: string): string {
+  const parsed = new URL(url)
+  return `${parsed.host}${parsed.pathname}`
+}
+
+/**
+ * The standbys of `urls`, each with a pool made by `openPool`, beside the primary's `primary` pool.
+ * `maxLagMs` is DATABASE_REPLICA_MAX_LAG_MS. Polling starts at once and stops at `close()`.
+ */
+export function createReplicaSet(
+  primary: pg.Pool,
+  urls: readonly string[],
+  maxLagMs: number,
+  openPool: (url: string) => pg.Pool,
+  now: () => number = Date.now,
+): ReplicaSet {
+  const standbys: Standby[] = urls.map((url) => ({ name: replicaName(url), pool: openPool(url), replayed: undefined, answeredAt: -Infinity, failed: false, polling: false }))
+  // The primary's positions as polled, strictly increasing, each with when it was first seen: kept long
+  // enough to tell any lag up to the bound.
+  const history: { at: bigint; seenAt: number }[] = []
+  let primaryDown = false
+  let primaryPolling = false
+  let closed = false
+  const reads = Object.fromEntries(READ_KINDS.map((kind) => [kind, { primary: 0, replica: 0 }])) as Record<ReadKind, Record<ReadTarget, number>>
+
+  const lagMs = (standby: Standby, at: number): number | undefined => {
+    if (standby.replayed === undefined || at - standby.answeredAt > POLL_TRUSTED_MS) return undefined
+    const replayed = standby.replayed
+    const ahead = history.find((sample) => sample.at > replayed)
+    return ahead === undefined ? 0 : at - ahead.seenAt
+  }
+  const usable = (standby: Standby, at: number, atLeast = 0n): boolean => {
+    if (standby.failed || (standby.replayed ?? -1n) < atLeast) return false
+    const lag = lagMs(standby, at)
+    return lag !== undefined && lag <= maxLagMs
+  }
+  let next = 0
+  /** Usable standbys, a different one first each time, so reads spread over them. */
+  const candidates = (atLeast: bigint | undefined): Standby[] => {
+    const at = now()
+    const fit = standbys.filter((standby) => usable(standby, at, atLeast))
+    next = (next + 1) % Math.max(1, fit.length)
+    return [...fit.slice(next), ...fit.slice(0, next)]
+  }
+
+  const position = async (pool: pg.Pool): Promise<bigint> => {
+    const { rows } = await pool.query<{ at: string }>(`SELECT ${POSITION_SQL} AS at`)
+    return BigInt(rows[0]?.at ?? '0')
+  }
+  const pollPrimary = async () => {
+    if (primaryPolling) return
+    primaryPolling = true
+    try {
+      const at = await position(primary)
+      primaryDown = false
+      // When the primary reached its first position seen is unknown: long ago, for all this process knows,
+      // so a standby behind it lags past any bound until it catches up.
+      if (at > (history.at(-1)?.at ?? -1n)) history.push({ at, seenAt: history.length === 0 ? -Infinity : now() })
+      // One sample older than the bound is kept: a standby behind it is known to lag past the bound.
+      while (history.length > 2 && (history[1]?.seenAt ?? 0) < now() - maxLagMs - POLL_TRUSTED_MS) history.shift()
+    } catch {
+      primaryDown = true
+    } finally {
+      primaryPolling = false
+    }
+  }
+  const pollStandby = async (standby: Standby) => {
+    if (standby.polling) return
+    standby.polling = true
+    try {
+      standby.replayed = await position(standby.pool)
+      standby.answeredAt = now()
+      standby.failed = false
+    } catch {
+      standby.replayed = undefined
+    } finally {
+      standby.polling = false
+    }
+  }
+  const poll = () => Promise.all([pollPrimary(), ...standbys.map(pollStandby)])
+  void poll()
+  const timer = setInterval(() => void poll(), POLL_MS)
+  timer.unref()
+
+  const onPrimary = async <T>(query: (on: pg.Pool, from: ReadTarget) => Promise<T>, kind: ReadKind): Promise<{ answer: T } | { error: unknown }> => {
+    try {
+      const answer = await query(primary, 'primary')
+      reads[kind].primary++
+      return { answer }
+    } catch (error) {
+      if (!isUnavailable(error)) throw error
+      primaryDown = true
+      return { error }
+    }
+  }
+
+  return {
+    async read(plan, query) {
+      let primaryError: unknown
+      if (plan.first === 'primary' && !primaryDown) {
+        const asked = await onPrimary(query, plan.kind)
+        if ('answer' in asked) return asked.answer
+        primaryError = asked.error
+      }
+      let unsettled: { answer: Awaited<ReturnType<typeof query>> } | undefined
+      for (const standby of candidates(plan.atLeast)) {
+        try {
+          const answer = await query(standby.pool, 'replica')
+          if (plan.stands?.(answer) ?? true) {
+            reads[plan.kind].replica++
+            return answer
+          }
+          unsettled = { answer }
+          break
+        } catch (error) {
+          if (!isUnavailable(error)) throw error
+          standby.failed = true
+        }
+      }
+      if (plan.first === 'replica' && !primaryDown) {
+        const asked = await onPrimary(query, plan.kind)
+        if ('answer' in asked) return asked.answer
+        primaryError = asked.error
+      }
+      if (unsettled === undefined) throw primaryError instanceof Error ? primaryError : new PrimaryUnavailable(primaryError)
+      try {
+        const answer = plan.primaryDown === undefined ? unsettled.answer : plan.primaryDown(unsettled.answer)
+        reads[plan.kind].replica++
+        return answer
+      } catch (error) {
+        throw error instanceof PrimaryUnavailable && primaryError !== undefined ? new PrimaryUnavailable(primaryError) : error
+      }
+    },
+    readable: () => standbys.some((standby) => usable(standby, now())),
+    stats: () => {
+      const at = now()
+      return {
+        replicas: standbys.map((standby) => {
+          const lag = lagMs(standby, at)
+          return { name: standby.name, lagSeconds: lag === undefined ? undefined : lag / 1000, usable: usable(standby, at) }
+        }),
+        reads,
+      }
+    },
+    async close() {
+      if (closed) return
+      closed = true
+      clearInterval(timer)
+      await Promise.all(standbys.map((standby) => standby.pool.end()))
+    },
+  }
+}
