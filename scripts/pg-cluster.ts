@@ -165,15 +165,25 @@ export async function startPrimary(options: { maxConnections?: number } = {}): P
 /**
  * A streaming standby of `primary` (pg_basebackup -R). `synchronous`: the primary's commits wait until
  * the standby has them, so none acknowledged is lost when the primary dies and this one is promoted.
+ * `applyDelayMs`: it replays each commit that long after the primary made it (`recovery_min_apply_delay`).
  */
-export async function startStandby(primary: PostgresNode, options: { synchronous?: boolean } = {}): Promise<PostgresNode> {
+export async function startStandby(primary: PostgresNode, options: { synchronous?: boolean; applyDelayMs?: number } = {}): Promise<PostgresNode> {
   const bin = postgresBin() ?? ''
   const dir = serverDir('petstore-pg15-standby-')
   await runAsServerUser(path.join(bin, 'pg_basebackup'), [
     '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', path.join(dir, 'data'), '-R', '-X', 'stream', '-c', 'fast',
   ])
+  if (options.applyDelayMs !== undefined) {
+    fs.appendFileSync(path.join(dir, 'data', 'postgresql.auto.conf'), `recovery_min_apply_delay = '${options.applyDelayMs}ms'\n`)
+  }
+  const streaming = async () => (await primary.query<{ count: string }>('SELECT count(*) FROM pg_stat_replication'))[0]?.count ?? '0'
+  const before = Number(await streaming())
   const node = postgresNode(dir, await freePort())
   await node.start()
+  for (let i = 0; Number(await streaming()) <= before; i++) {
+    if (i > 200) throw new Error('the standby did not start streaming')
+    await sleep(50)
+  }
   if (options.synchronous === true) {
     await primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'")
     await primary.query('SELECT pg_reload_conf()')
@@ -186,6 +196,12 @@ export async function startStandby(primary: PostgresNode, options: { synchronous
     await sleep(50)
   }
   return node
+}
+
+/** Makes standby `standby` stream from `primary` instead (a primary promoted after a failover): a reload, no restart. */
+export async function follow(standby: PostgresNode, primary: PostgresNode): Promise<void> {
+  await standby.query(`ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=${primary.port} user=postgres'`)
+  await standby.query('SELECT pg_reload_conf()')
 }
 
 /** What a pooler connects to: a server of this module's, or any other on 127.0.0.1 with its credentials. */

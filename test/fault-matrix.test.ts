@@ -9,8 +9,8 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type TestContext, after, before, describe, it } from 'node:test'
 import pg from 'pg'
-import { type Pooler, type PostgresNode, startPgBouncer, startPrimary, startStandby } from '../scripts/pg-cluster.js'
-import { createKey, errorShape } from '../scripts/petstore-process.js'
+import { type Pooler, type PostgresNode, follow, startPgBouncer, startPrimary, startStandby } from '../scripts/pg-cluster.js'
+import { createKey, errorShape, freePort } from '../scripts/petstore-process.js'
 import { type Certificate, HALF_CLIENT_HELLO, makeCertificate, opensslSkip, servedFingerprint, stalledHandshake } from './certificates.js'
 import type { Engine } from './helper.js'
 import { type EmbeddedServer, POOLER_SKIP, TEST_POSTGRES_URL, createPostgresDatabase, startEmbeddedPostgres } from './postgres.js'
@@ -85,8 +85,20 @@ type Fault =
   | 'certificate folder swapped'
   | 'disk full'
   | 'database file moved away and back'
+  | 'standby paused'
+  | 'standby stopped'
+  | 'primary stopped'
+  | 'failover onto a standby'
 
-const FAULTS: Record<Engine, readonly Fault[]> = {
+/**
+ * `standbys`: a primary, a synchronous standby and one that replays each commit REPLICA_APPLY_DELAY_MS
+ * late, both in DATABASE_REPLICA_URLS; `standbys behind PgBouncer`: the same, each server behind a
+ * PgBouncer in transaction mode of its own (docs/decisions/0023-read-replicas.md).
+ */
+type MatrixEngine = Engine | 'standbys' | 'standbys behind PgBouncer'
+const REPLICA_ENGINES = new Set<MatrixEngine>(['standbys', 'standbys behind PgBouncer'])
+
+const FAULTS: Record<MatrixEngine, readonly Fault[]> = {
   postgres: ['database stopped', 'database crashed', 'backend terminated', 'instance SIGKILLed', 'SIGTERM under keep-alive load'],
   sqlite: [
     'instance SIGKILLed',
@@ -102,10 +114,16 @@ const FAULTS: Record<Engine, readonly Fault[]> = {
   ],
   // PostgreSQL as fleets run it: a PgBouncer in transaction mode in front of a primary and its standby.
   pgbouncer: ['switchover', 'pooler paused past the limits', 'failover', 'standby not yet promoted', 'primary fenced read-only'],
+  standbys: ['standby paused', 'standby stopped', 'primary stopped'],
+  // A failover needs the primary's address repointed, which the pooler does.
+  'standbys behind PgBouncer': ['standby stopped', 'primary stopped', 'failover onto a standby'],
 }
 
-/** Faults of a server that cannot write for a while: reads must keep working through them. */
-const READ_ONLY = new Set<Fault>(['standby not yet promoted', 'primary fenced read-only'])
+/** Faults whose reads are served throughout from the servers left: no read may fail, not even with a 503. */
+const READS_SERVED = new Set<Fault>(['standby not yet promoted', 'primary fenced read-only', 'standby paused', 'standby stopped', 'primary stopped', 'failover onto a standby'])
+
+/** Longer than DATABASE_REPLICA_MAX_LAG_MS (its default, 1 s): that standby never serves under writes. */
+const REPLICA_APPLY_DELAY_MS = 2_000
 
 /** Kinds that only read. */
 const READS = new Set<Kind>(KINDS.filter((kind) => !kind.includes('create')))
@@ -117,7 +135,7 @@ const ENDS_PROCESS = new Set<Fault>(['instance SIGKILLed', 'SIGTERM under keep-a
  * Faults the service serves through as if nothing happened: no request may fail, not even with a 503. A
  * paused switchover is felt as a wait, not a failure: the pooler then serves from the promoted standby.
  */
-const NEVER_FELT = new Set<Fault>(['switchover', 'log reader gone', 'half TLS handshakes', 'certificate folder swapped'])
+const NEVER_FELT = new Set<Fault>(['switchover', 'log reader gone', 'half TLS handshakes', 'certificate folder swapped', 'standby paused', 'standby stopped'])
 
 /** Faults of a service serving HTTPS itself. */
 const TLS_FAULTS = new Set<Fault>(['half TLS handshakes', 'certificate folder swapped'])
@@ -155,7 +173,7 @@ interface Keyed {
 }
 
 interface Cell {
-  engine: Engine
+  engine: MatrixEngine
   fault: Fault
   /** The instance that loop `loop` (or the checks, without one) sends to. */
   base: (loop?: number) => string
@@ -184,6 +202,8 @@ interface Cell {
   createdAgainAfterMs: Map<string, number>
   /** The longest a request waited for its answer. */
   slowestMs: number
+  /** With standbys: acknowledged pets asked of the other instance at once. */
+  gotAfterCreate: number
 }
 
 
@@ -270,7 +290,61 @@ async function send(cell: Cell, kind: Kind, loop: number, n: number, allowConnec
     const pet = JSON.parse(text) as { id: number | string }
     cell.acknowledged.set(String(pet.id), text)
     if (keyed !== undefined) keyed.answer = text
+    if (REPLICA_ENGINES.has(cell.engine)) await getAfterCreate(cell, String(pet.id), text, loop)
   }
+}
+
+/** With standbys: the pet a create acknowledged, asked of the other instance at once, is never a 404. */
+async function getAfterCreate(cell: Cell, id: string, body: string, loop: number): Promise<void> {
+  let answer: Answer
+  try {
+    answer = await request(cell.agent, `${cell.base(loop + 1)}/v1/pets/${id}`, { headers: { authorization: `Bearer ${cell.apiKey}` } })
+  } catch (error) {
+    cell.problems.push(`get after create of ${id}: ${String(error)}`)
+    return
+  }
+  cell.gotAfterCreate++
+  if (answer.status === 200 && answer.text !== body) cell.problems.push(`get after create of ${id}: another body ${answer.text}`)
+  else if (answer.status !== 200) cell.problems.push(`get after create of ${id}: ${answer.status} ${answer.text.slice(0, 200)}`)
+}
+
+/**
+ * With standbys: walks of every page, 7 pets a page, on the other instance, one after another while
+ * `running()`: each must hold every pet acknowledged before it began, in ascending order, once.
+ */
+async function walkWhileRunning(cell: Cell, running: () => boolean): Promise<{ walks: number; cut: number }> {
+  const done = { walks: 0, cut: 0 }
+  while (running()) {
+    const before = [...cell.acknowledged.keys()]
+    const seen: bigint[] = []
+    let next: string | undefined = '/v1/pets?limit=7'
+    while (next !== undefined) {
+      let page: Answer
+      try {
+        page = await request(cell.agent, `${cell.base(1)}${next}`, { headers: { authorization: `Bearer ${cell.apiKey}` } })
+      } catch (error) {
+        cell.problems.push(`walk: ${String(error)}`)
+        break
+      }
+      if (page.status !== 200) {
+        cell.problems.push(`walk: a page answered ${page.status} ${page.text.slice(0, 200)}`)
+        break
+      }
+      for (const pet of JSON.parse(page.text) as { id: number }[]) seen.push(BigInt(pet.id))
+      const link = /<([^>]+)>; rel="next"/.exec(String(page.headers.link ?? ''))?.[1]
+      next = link === undefined ? undefined : new URL(link).pathname + new URL(link).search
+    }
+    if (next !== undefined) {
+      done.cut++
+      continue
+    }
+    done.walks++
+    if (seen.some((id, i) => i > 0 && id <= (seen[i - 1] ?? 0n))) cell.problems.push(`walk: ids not strictly ascending: ${seen.join(',')}`)
+    const walked = new Set(seen.map(String))
+    const skipped = before.filter((id) => !walked.has(id))
+    if (skipped.length > 0) cell.problems.push(`walk: skipped pets acknowledged before it began: ${skipped.join(', ')}`)
+  }
+  return done
 }
 
 /** Every pet, id → body as getPet-shaped JSON, read page by page. */
@@ -347,7 +421,57 @@ async function destroyPooledCluster(cluster: PooledCluster | undefined): Promise
   await cluster?.primary.destroy()
 }
 
-const SKIP: Record<Engine, string | false> = { sqlite: false, postgres: skipPostgres, pgbouncer: POOLER_SKIP }
+/** A primary, a standby and a delayed standby, each behind a PgBouncer of its own when `pooled`. */
+interface ReplicaCluster {
+  primary: PostgresNode
+  /** Synchronous, so that a failover onto it loses nothing acknowledged. */
+  standby: PostgresNode
+  /** Replays each commit REPLICA_APPLY_DELAY_MS late. */
+  delayed: PostgresNode
+  /** In front of the primary, when pooled: a failover repoints it. */
+  primaryPooler: Pooler | undefined
+  poolers: Pooler[]
+  env: Record<string, string>
+}
+
+async function startReplicaCluster(pooled: boolean): Promise<ReplicaCluster> {
+  const primary = await startPrimary()
+  await primary.query('CREATE DATABASE petstore')
+  // The asynchronous one first: startStandby waits for its new standby's state, and once one is synchronous
+  // (synchronous_standby_names = '*'), a later one is 'potential', not 'async'.
+  const delayed = await startStandby(primary, { applyDelayMs: REPLICA_APPLY_DELAY_MS })
+  const standby = await startStandby(primary, { synchronous: true })
+  const poolers = pooled ? await Promise.all([primary, standby, delayed].map((server) => startPgBouncer(server, { poolMode: 'transaction', poolSize: 10, serverLoginRetry: 1 }))) : []
+  const [primaryUrl, ...replicaUrls] = pooled ? poolers.map((pooler) => pooler.url('petstore')) : [primary, standby, delayed].map((server) => server.url('petstore'))
+  const env: Record<string, string> = { DATABASE_URL: primaryUrl ?? '', DATABASE_REPLICA_URLS: replicaUrls.join(','), DATABASE_POOL_SIZE: '4' }
+  if (pooled) env.DATABASE_PREPARED_STATEMENTS = 'false'
+  return { primary, standby, delayed, primaryPooler: poolers[0], poolers, env }
+}
+
+async function destroyReplicaCluster(cluster: ReplicaCluster | undefined): Promise<void> {
+  for (const pooler of cluster?.poolers ?? []) await pooler.destroy()
+  for (const server of [cluster?.delayed, cluster?.standby, cluster?.primary]) await server?.destroy()
+}
+
+/** The sum of the values `pattern` (its last group the value) matches in `instance`'s metrics. */
+async function metricValue(metricsPorts: Map<string, number>, instance: ServerProcess, pattern: RegExp): Promise<number> {
+  const response = await fetch(`http://127.0.0.1:${metricsPorts.get(instance.baseUrl) ?? 0}/metrics`)
+  const text = await response.text()
+  return [...text.matchAll(pattern)].reduce((sum, match) => sum + Number(match.at(-1)), 0)
+}
+
+/** petstore_db_replica_usable of `standby` as `instance` sees it. */
+function replicaUsable(metricsPorts: Map<string, number>, instance: ServerProcess, standby: PostgresNode): Promise<number> {
+  return metricValue(metricsPorts, instance, new RegExp(`^petstore_db_replica_usable\\{replica="[^"]*:${standby.port}/petstore"\\} (\\d+)`, 'gm'))
+}
+
+const SKIP: Record<MatrixEngine, string | false> = {
+  sqlite: false,
+  postgres: skipPostgres,
+  pgbouncer: POOLER_SKIP,
+  standbys: POOLER_SKIP,
+  'standbys behind PgBouncer': POOLER_SKIP,
+}
 
 /** The certificate folder of a cell serving HTTPS: `tls/cert.pem` and `tls/key.pem`, issued by a CA of the cell's own. */
 interface CertificateFolder {
@@ -382,7 +506,7 @@ function certificateFolder(dir: string): CertificateFolder {
 /** The path of the SQLite file `env` names. */
 const sqliteFile = (env: Record<string, string>): string => env.DATABASE_URL?.slice('sqlite://'.length) ?? ''
 
-for (const engine of ['sqlite', 'postgres', 'pgbouncer'] as const) {
+for (const engine of ['sqlite', 'postgres', 'pgbouncer', 'standbys', 'standbys behind PgBouncer'] as const) {
   describe(`the fault matrix on ${engine}`, { skip: SKIP[engine], timeout: 480_000 }, () => {
     let database: EmbeddedServer | undefined
 
@@ -400,7 +524,11 @@ for (const engine of ['sqlite', 'postgres', 'pgbouncer'] as const) {
         let env: Record<string, string>
         let unmount: (() => void) | undefined
         let cluster: PooledCluster | undefined
-        if (engine === 'pgbouncer') {
+        let replicaCluster: ReplicaCluster | undefined
+        if (REPLICA_ENGINES.has(engine)) {
+          replicaCluster = await startReplicaCluster(engine === 'standbys behind PgBouncer')
+          env = replicaCluster.env
+        } else if (engine === 'pgbouncer') {
           cluster = await startPooledCluster(fault)
           env = { DATABASE_URL: cluster.pooler.url('petstore'), DATABASE_PREPARED_STATEMENTS: 'false', DATABASE_POOL_SIZE: '4' }
         } else if (engine === 'postgres') {
@@ -424,10 +552,11 @@ for (const engine of ['sqlite', 'postgres', 'pgbouncer'] as const) {
         const certificates = TLS_FAULTS.has(fault) ? certificateFolder(dir) : undefined
         if (certificates !== undefined) env = { ...env, ...certificates.env }
         try {
-          await runCell({ engine, fault, env, dir, database, cluster, certificates }, t)
+          await runCell({ engine, fault, env, dir, database, cluster, replicaCluster, certificates }, t)
         } finally {
           unmount?.()
           await destroyPooledCluster(cluster)
+          await destroyReplicaCluster(replicaCluster)
         }
       })
     }
@@ -435,12 +564,13 @@ for (const engine of ['sqlite', 'postgres', 'pgbouncer'] as const) {
 }
 
 interface Setup {
-  engine: Engine
+  engine: MatrixEngine
   fault: Fault
   env: Record<string, string>
   dir: string
   database: EmbeddedServer | undefined
   cluster: PooledCluster | undefined
+  replicaCluster: ReplicaCluster | undefined
   certificates: CertificateFolder | undefined
 }
 
@@ -467,14 +597,21 @@ async function stopWithinBound(instance: ServerProcess, fault: Fault, { group = 
   }
 }
 
-async function runCell({ engine, fault, env, dir, database, cluster, certificates }: Setup, t: TestContext): Promise<void> {
+async function runCell({ engine, fault, env, dir, database, cluster, replicaCluster, certificates }: Setup, t: TestContext): Promise<void> {
   // Migrates the database, as every command does: no `migrate` of its own to wait for.
   const apiKey = await createKey(env, 'fault-matrix')
   const ca = certificates === undefined ? undefined : [certificates.ca.pem]
-  const start = () => startServer(env, dir, [], { detached: fault === 'SIGTERM to the process group', ca })
+  // With standbys, each instance's metrics are read: where its reads went.
+  const metricsPorts = new Map<string, number>()
+  const start = async () => {
+    const metricsPort = replicaCluster === undefined ? undefined : await freePort()
+    const started = await startServer(metricsPort === undefined ? env : { ...env, METRICS_PORT: String(metricsPort) }, dir, [], { detached: fault === 'SIGTERM to the process group', ca })
+    if (metricsPort !== undefined) metricsPorts.set(started.baseUrl, metricsPort)
+    return started
+  }
   let service: ServerProcess = await start()
   // Behind the pooler, two instances, as a fleet has: each must come through on its own.
-  const others: ServerProcess[] = engine === 'pgbouncer' ? [await start()] : []
+  const others: ServerProcess[] = engine === 'pgbouncer' || replicaCluster !== undefined ? [await start()] : []
   const agent = ca === undefined ? new http.Agent({ keepAlive: true, maxSockets: LOOPS }) : new https.Agent({ keepAlive: true, maxSockets: LOOPS, ca })
   const seeded = await request(agent, `${service.baseUrl}/v1/pets`, {
     method: 'POST',
@@ -498,6 +635,7 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
     agent,
     slowestMs: 0,
     createdAgainAfterMs: new Map(),
+    gotAfterCreate: 0,
   }
   const stalled: net.Socket[] = []
 
@@ -506,6 +644,7 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
   const loops = Array.from({ length: LOOPS }, async (_, loop) => {
     for (let n = 0; running; n++) await send(cell, KINDS[(loop + n) % KINDS.length] ?? 'list', loop, n, () => processEnding && fault === 'instance SIGKILLed')
   })
+  const walking = replicaCluster === undefined ? undefined : walkWhileRunning(cell, () => running)
 
   // What the fault does, and how the service comes back from it.
   let heal: () => Promise<void> = async () => {}
@@ -569,6 +708,51 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
           await primary.query('SELECT pg_reload_conf()')
           ended()
         }
+        break
+      }
+      case 'standby paused': {
+        // Replay stops, creates go on: the standby falls behind past the bound and serves nothing until it catches up.
+        assert.ok(replicaCluster !== undefined)
+        const { standby } = replicaCluster
+        await standby.query('SELECT pg_wal_replay_pause()')
+        await until(async () => (await replicaUsable(metricsPorts, service, standby)) === 0, 10_000, () => 'the paused standby was still used')
+        heal = async () => {
+          await standby.query('SELECT pg_wal_replay_resume()')
+          await until(async () => (await replicaUsable(metricsPorts, service, standby)) === 1, 10_000, () => 'the resumed standby was not used again')
+          ended()
+        }
+        break
+      }
+      case 'standby stopped': {
+        assert.ok(replicaCluster !== undefined)
+        const { standby } = replicaCluster
+        await standby.stop('fast')
+        heal = async () => {
+          await standby.start()
+          ended()
+        }
+        break
+      }
+      case 'primary stopped': {
+        assert.ok(replicaCluster !== undefined)
+        const { primary } = replicaCluster
+        await primary.stop('fast')
+        heal = async () => {
+          await primary.start()
+          ended()
+        }
+        break
+      }
+      case 'failover onto a standby': {
+        // The primary dies; its synchronous standby takes over, the pooler points the primary's address at it,
+        // and the delayed standby follows it.
+        assert.ok(replicaCluster?.primaryPooler !== undefined)
+        const { primary, standby, delayed, primaryPooler } = replicaCluster
+        await primary.stop('immediate')
+        await standby.promote()
+        await primaryPooler.repoint(standby)
+        await follow(delayed, standby)
+        ended()
         break
       }
       case 'database stopped':
@@ -671,6 +855,9 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
   } finally {
     running = false
     await Promise.all(loops)
+    const walked = await walking
+    if (walked !== undefined) t.diagnostic(`${walked.walks} walks of every page during the cell, ${walked.cut} cut short; ${cell.gotAfterCreate} pets read back after their create`)
+    if (walked !== undefined) assert.ok(walked.walks > 0, 'no walk of the pages ended')
     if (!healed) await heal()
   }
 
@@ -702,6 +889,11 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
   const listedAfter = await runCli(['keys', 'list'], env, dir, { timeoutMs: 30_000 })
   assert.equal(listedAfter.code, 0, `keys list after ${fault}: ${listedAfter.stderr}`)
 
+  if (replicaCluster !== undefined) {
+    const replicaReads = await Promise.all([service, ...others].map((instance) => metricValue(metricsPorts, instance, /^petstore_db_reads_total\{read="(pet|page)",target="replica"\} (\d+)/gm)))
+    t.diagnostic(`pets and pages read on standbys, by instance: ${JSON.stringify(replicaReads)}`)
+    assert.ok(replicaReads.every((count) => count > 0), 'an instance read nothing on its standbys')
+  }
   cell.agent.destroy()
   // Open still: the stop must close them itself.
   assert.ok(stalled.every((socket) => !socket.closed), 'a stalled handshake was closed before the stop')
@@ -715,7 +907,7 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
     for (const socket of stalled) socket.destroy()
   }
   assert.deepEqual(cell.problems, [], `${fault} on ${engine}: answers ${JSON.stringify([...cell.answers])}`)
-  if (engine === 'pgbouncer') {
+  if (engine === 'pgbouncer' || REPLICA_ENGINES.has(engine)) {
     const unavailable = [...cell.answers].filter(([what]) => what.endsWith(' 503'))
     t.diagnostic(
       `${fault}: ${(cell.faultEndedAt ?? 0) - (cell.faultStartedAt ?? 0)} ms from its start to its end; each instance's first create ${JSON.stringify([...cell.createdAgainAfterMs.values()])} ms after the fault ended, the slowest answer ${cell.slowestMs} ms; ` +
@@ -725,7 +917,7 @@ async function runCell({ engine, fault, env, dir, database, cluster, certificate
       const after = cell.createdAgainAfterMs.get(instance.baseUrl)
       assert.ok(after !== undefined && after <= RETRY_WITHIN_MS, `${instance.baseUrl} created nothing within ${RETRY_WITHIN_MS} ms after ${fault}`)
     }
-    if (READ_ONLY.has(fault)) {
+    if (READS_SERVED.has(fault)) {
       assert.deepEqual(unavailable.filter(([what]) => READS.has(what.slice(0, -' 503'.length) as Kind)), [], `a read failed on a ${fault}`)
     }
   }

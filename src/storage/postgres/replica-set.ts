@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
 import { PrimaryUnavailable, isUnavailable } from './errors.js'
 
@@ -14,12 +15,12 @@ import { PrimaryUnavailable, isUnavailable } from './errors.js'
 export const POLL_MS = 200
 
 /**
- * Where a server is in the WAL, as a number of bytes: a primary's write position, a standby's replay
- * position. Evaluated once per statement, after the statement's snapshot was taken, so a page read in the
- * same statement holds nothing past it.
+ * Where a server is in the WAL, as a number of bytes: a primary's flush position (what standbys can
+ * have: every commit it shows is flushed), a standby's replay position. Evaluated once per statement,
+ * after the statement's snapshot was taken, so a page read in the same statement holds nothing past it.
  */
 export const POSITION_SQL =
-  "(SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::text)"
+  "(SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END - '0/0'::pg_lsn)::text)"
 
 /** Where a read was answered. */
 export type ReadTarget = 'primary' | 'replica'
@@ -169,6 +170,20 @@ export function createReplicaSet(
   const timer = setInterval(() => void poll(), POLL_MS)
   timer.unref()
 
+  /**
+   * Whether `standby` has replayed what it had received when asked, and `atLeast`, by `deadline`: asked
+   * again every POLL_MS / 10 until then. A standby promoted meanwhile has nothing left to replay.
+   */
+  const replayedAll = async (standby: Standby, atLeast: bigint | undefined, deadline: number): Promise<boolean> => {
+    const { rows } = await standby.pool.query<{ received: string | null }>(`SELECT (pg_last_wal_receive_lsn() - '0/0'::pg_lsn)::text AS received`)
+    const received = rows[0]?.received
+    const target = received === null || received === undefined ? (atLeast ?? 0n) : BigInt(received) > (atLeast ?? 0n) ? BigInt(received) : (atLeast ?? 0n)
+    for (;;) {
+      if ((await position(standby.pool)) >= target) return true
+      if (now() > deadline) return false
+      await sleep(POLL_MS / 10)
+    }
+  }
   const onPrimary = async <T>(query: (on: pg.Pool, from: ReadTarget) => Promise<T>, kind: ReadKind): Promise<{ answer: T } | { error: unknown }> => {
     try {
       const answer = await query(primary, 'primary')
@@ -189,34 +204,46 @@ export function createReplicaSet(
         if ('answer' in asked) return asked.answer
         primaryError = asked.error
       }
-      let unsettled: { answer: Awaited<ReturnType<typeof query>> } | undefined
-      for (const standby of candidates(plan.atLeast)) {
-        try {
-          const answer = await query(standby.pool, 'replica')
-          if (plan.stands?.(answer) ?? true) {
+      if (plan.first === 'replica') {
+        for (const standby of candidates(plan.atLeast)) {
+          try {
+            const answer = await query(standby.pool, 'replica')
+            if (!(plan.stands?.(answer) ?? true)) break
             reads[plan.kind].replica++
             return answer
+          } catch (error) {
+            if (!isUnavailable(error)) throw error
+            standby.failed = true
           }
-          unsettled = { answer }
-          break
+        }
+        if (!primaryDown) {
+          const asked = await onPrimary(query, plan.kind)
+          if ('answer' in asked) return asked.answer
+          primaryError = asked.error
+        }
+      }
+      // The primary is down. A standby answers alone once it has replayed all it had received when asked (a
+      // synchronous standby has received every commit acknowledged) and at least `atLeast`.
+      const deadline = now() + maxLagMs
+      let refused = false
+      for (const standby of candidates(undefined)) {
+        try {
+          if (!(await replayedAll(standby, plan.atLeast, deadline))) continue
+          const answer = await query(standby.pool, 'replica')
+          const given = (plan.stands?.(answer) ?? true) || plan.primaryDown === undefined ? answer : plan.primaryDown(answer)
+          reads[plan.kind].replica++
+          return given
         } catch (error) {
+          // Refused here (a miss), another standby may have received more.
+          if (error instanceof PrimaryUnavailable) {
+            refused = true
+            continue
+          }
           if (!isUnavailable(error)) throw error
           standby.failed = true
         }
       }
-      if (plan.first === 'replica' && !primaryDown) {
-        const asked = await onPrimary(query, plan.kind)
-        if ('answer' in asked) return asked.answer
-        primaryError = asked.error
-      }
-      if (unsettled === undefined) throw primaryError instanceof Error ? primaryError : new PrimaryUnavailable(primaryError)
-      try {
-        const answer = plan.primaryDown === undefined ? unsettled.answer : plan.primaryDown(unsettled.answer)
-        reads[plan.kind].replica++
-        return answer
-      } catch (error) {
-        throw error instanceof PrimaryUnavailable && primaryError !== undefined ? new PrimaryUnavailable(primaryError) : error
-      }
+      throw primaryError instanceof Error && !refused ? primaryError : new PrimaryUnavailable(primaryError)
     },
     readable: () => standbys.some((standby) => usable(standby, now())),
     stats: () => {
