@@ -323,6 +323,50 @@ export async function startPgBouncer(server: PoolerTarget, settings: PoolerSetti
   }
 }
 
+/**
+ * A primary with two streaming standbys, as a fleet reading from standbys runs (docs/decisions/0023-read-replicas.md):
+ * `standby` synchronous, so that a failover onto it loses nothing acknowledged, and `delayed`, which replays each
+ * commit `applyDelayMs` late; each behind a PgBouncer in transaction mode of its own when `poolers`.
+ */
+export interface ReplicaCluster {
+  readonly primary: PostgresNode
+  readonly standby: PostgresNode
+  readonly delayed: PostgresNode
+  /** In front of the primary, the standby and the delayed standby, in that order; none unless asked for. */
+  readonly poolers: readonly Pooler[]
+  /** DATABASE_URL and DATABASE_REPLICA_URLS of `database`, directly or through the poolers. */
+  env(database: string, through: 'direct' | 'poolers'): Record<string, string>
+  destroy(): Promise<void>
+}
+
+export async function startReplicaCluster({ applyDelayMs, poolers: pooled = false, databases = [] }: { applyDelayMs: number; poolers?: boolean; databases?: readonly string[] }): Promise<ReplicaCluster> {
+  const primary = await startPrimary()
+  // Made before the standbys are copied, so that the delayed one has them at once.
+  for (const database of databases) await primary.query(`CREATE DATABASE ${database}`)
+  // The asynchronous one first: startStandby waits for its new standby's state, and once one is synchronous
+  // (synchronous_standby_names = '*'), a later one is 'potential', not 'async'.
+  const delayed = await startStandby(primary, { applyDelayMs })
+  const standby = await startStandby(primary, { synchronous: true })
+  const servers = [primary, standby, delayed]
+  const poolers = pooled ? await Promise.all(servers.map((server) => startPgBouncer(server, { poolMode: 'transaction', poolSize: 10, serverLoginRetry: 1 }))) : []
+  return {
+    primary,
+    standby,
+    delayed,
+    poolers,
+    env(database, through) {
+      const [url, ...replicas] = (through === 'poolers' ? poolers : servers).map((server) => server.url(database))
+      const env: Record<string, string> = { DATABASE_URL: url ?? '', DATABASE_REPLICA_URLS: replicas.join(',') }
+      if (through === 'poolers') env.DATABASE_PREPARED_STATEMENTS = 'false'
+      return env
+    },
+    async destroy() {
+      for (const pooler of poolers) await pooler.destroy()
+      for (const server of [delayed, standby, primary]) await server.destroy()
+    },
+  }
+}
+
 /** The client connections PostgreSQL holds right now, the pooler's and anyone's (its own walsenders excepted). */
 export async function clientConnections(server: PostgresNode): Promise<number> {
   const rows = await server.query<{ count: string }>("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")

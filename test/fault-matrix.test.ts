@@ -9,7 +9,7 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type TestContext, after, before, describe, it } from 'node:test'
 import pg from 'pg'
-import { type Pooler, type PostgresNode, follow, startPgBouncer, startPrimary, startStandby } from '../scripts/pg-cluster.js'
+import { type Pooler, type PostgresNode, type ReplicaCluster, follow, startPgBouncer, startPrimary, startReplicaCluster, startStandby } from '../scripts/pg-cluster.js'
 import { createKey, errorShape, freePort } from '../scripts/petstore-process.js'
 import { type Certificate, HALF_CLIENT_HELLO, makeCertificate, opensslSkip, servedFingerprint, stalledHandshake } from './certificates.js'
 import type { Engine } from './helper.js'
@@ -421,36 +421,9 @@ async function destroyPooledCluster(cluster: PooledCluster | undefined): Promise
   await cluster?.primary.destroy()
 }
 
-/** A primary, a standby and a delayed standby, each behind a PgBouncer of its own when `pooled`. */
-interface ReplicaCluster {
-  primary: PostgresNode
-  /** Synchronous, so that a failover onto it loses nothing acknowledged. */
-  standby: PostgresNode
-  /** Replays each commit REPLICA_APPLY_DELAY_MS late. */
-  delayed: PostgresNode
-  /** In front of the primary, when pooled: a failover repoints it. */
-  primaryPooler: Pooler | undefined
-  poolers: Pooler[]
-  env: Record<string, string>
-}
-
-async function startReplicaCluster(pooled: boolean): Promise<ReplicaCluster> {
-  const primary = await startPrimary()
-  await primary.query('CREATE DATABASE petstore')
-  // The asynchronous one first: startStandby waits for its new standby's state, and once one is synchronous
-  // (synchronous_standby_names = '*'), a later one is 'potential', not 'async'.
-  const delayed = await startStandby(primary, { applyDelayMs: REPLICA_APPLY_DELAY_MS })
-  const standby = await startStandby(primary, { synchronous: true })
-  const poolers = pooled ? await Promise.all([primary, standby, delayed].map((server) => startPgBouncer(server, { poolMode: 'transaction', poolSize: 10, serverLoginRetry: 1 }))) : []
-  const [primaryUrl, ...replicaUrls] = pooled ? poolers.map((pooler) => pooler.url('petstore')) : [primary, standby, delayed].map((server) => server.url('petstore'))
-  const env: Record<string, string> = { DATABASE_URL: primaryUrl ?? '', DATABASE_REPLICA_URLS: replicaUrls.join(','), DATABASE_POOL_SIZE: '4' }
-  if (pooled) env.DATABASE_PREPARED_STATEMENTS = 'false'
-  return { primary, standby, delayed, primaryPooler: poolers[0], poolers, env }
-}
-
-async function destroyReplicaCluster(cluster: ReplicaCluster | undefined): Promise<void> {
-  for (const pooler of cluster?.poolers ?? []) await pooler.destroy()
-  for (const server of [cluster?.delayed, cluster?.standby, cluster?.primary]) await server?.destroy()
+async function startMatrixReplicas(pooled: boolean): Promise<{ cluster: ReplicaCluster; env: Record<string, string> }> {
+  const cluster = await startReplicaCluster({ applyDelayMs: REPLICA_APPLY_DELAY_MS, poolers: pooled, databases: ['petstore'] })
+  return { cluster, env: { ...cluster.env('petstore', pooled ? 'poolers' : 'direct'), DATABASE_POOL_SIZE: '4' } }
 }
 
 /** The sum of the values `pattern` (its last group the value) matches in `instance`'s metrics. */
@@ -526,8 +499,9 @@ for (const engine of ['sqlite', 'postgres', 'pgbouncer', 'standbys', 'standbys b
         let cluster: PooledCluster | undefined
         let replicaCluster: ReplicaCluster | undefined
         if (REPLICA_ENGINES.has(engine)) {
-          replicaCluster = await startReplicaCluster(engine === 'standbys behind PgBouncer')
-          env = replicaCluster.env
+          const started = await startMatrixReplicas(engine === 'standbys behind PgBouncer')
+          replicaCluster = started.cluster
+          env = started.env
         } else if (engine === 'pgbouncer') {
           cluster = await startPooledCluster(fault)
           env = { DATABASE_URL: cluster.pooler.url('petstore'), DATABASE_PREPARED_STATEMENTS: 'false', DATABASE_POOL_SIZE: '4' }
@@ -556,7 +530,7 @@ for (const engine of ['sqlite', 'postgres', 'pgbouncer', 'standbys', 'standbys b
         } finally {
           unmount?.()
           await destroyPooledCluster(cluster)
-          await destroyReplicaCluster(replicaCluster)
+          await replicaCluster?.destroy()
         }
       })
     }
@@ -746,8 +720,9 @@ async function runCell({ engine, fault, env, dir, database, cluster, replicaClus
       case 'failover onto a standby': {
         // The primary dies; its synchronous standby takes over, the pooler points the primary's address at it,
         // and the delayed standby follows it.
-        assert.ok(replicaCluster?.primaryPooler !== undefined)
-        const { primary, standby, delayed, primaryPooler } = replicaCluster
+        const primaryPooler = replicaCluster?.poolers[0]
+        assert.ok(replicaCluster !== undefined && primaryPooler !== undefined)
+        const { primary, standby, delayed } = replicaCluster
         await primary.stop('immediate')
         await standby.promote()
         await primaryPooler.repoint(standby)

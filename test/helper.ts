@@ -15,8 +15,12 @@ import { createLogger } from '../src/logger.js'
 import { openStorage, type Storage } from '../src/repositories.js'
 import { createPostgresDatabase, postgresOff } from './postgres.js'
 
-/** `pgbouncer`: PostgreSQL through a PgBouncer in transaction mode, with DATABASE_PREPARED_STATEMENTS=false. */
-export type Engine = 'sqlite' | 'postgres' | 'pgbouncer'
+/**
+ * `pgbouncer`: PostgreSQL through a PgBouncer in transaction mode, with DATABASE_PREPARED_STATEMENTS=false.
+ * `standbys`: a primary with a standby and a delayed standby in DATABASE_REPLICA_URLS; `standbys behind
+ * PgBouncer`: each of them through a PgBouncer of its own (scripts/pg-cluster.ts startReplicaCluster).
+ */
+export type Engine = 'sqlite' | 'postgres' | 'pgbouncer' | 'standbys' | 'standbys behind PgBouncer'
 
 /**
  * Every storage engine the storage-touching tests run on. PostgreSQL needs a server, and `pgbouncer`
@@ -27,6 +31,26 @@ export const ENGINES: readonly Engine[] = [
   'sqlite',
   ...(process.env.PETSTORE_TEST_DATABASE_URL ? (['postgres'] as const) : []),
   ...(process.env.PETSTORE_TEST_DATABASE_URL && process.env.PETSTORE_TEST_POOLER_PORT ? (['pgbouncer'] as const) : []),
+]
+
+/** Where test/run.ts started the cluster of the `standbys` engines, if it did (JSON of StandbyServers). */
+const STANDBYS = process.env.PETSTORE_TEST_STANDBYS
+
+/** The servers of the `standbys` engines: the primary's URL, and the ports of each server directly and through its pooler. */
+export interface StandbyServers {
+  primaryUrl: string
+  /** The primary's, the standby's and the delayed standby's. */
+  ports: number[]
+  poolerPorts: number[]
+}
+
+/**
+ * ENGINES and, when test/run.ts started them, the standbys engines: for the suites of the API's contract
+ * (pets, pages, caching, authentication), which must hold with reads on standbys too.
+ */
+export const CONTRACT_ENGINES: readonly Engine[] = [
+  ...ENGINES,
+  ...(ENGINES.includes('pgbouncer') && STANDBYS ? (['standbys', 'standbys behind PgBouncer'] as const) : []),
 ]
 
 /**
@@ -82,6 +106,7 @@ export async function createTestDatabase(engine: Engine, dir: string = tempDir()
       },
     }
   }
+  if (engine === 'standbys' || engine === 'standbys behind PgBouncer') return createStandbysDatabase(engine)
   const server = process.env.PETSTORE_TEST_DATABASE_URL
   if (server === undefined || server === '') throw new Error('PETSTORE_TEST_DATABASE_URL is not set')
   const { url, drop } = await createPostgresDatabase(server)
@@ -89,6 +114,21 @@ export async function createTestDatabase(engine: Engine, dir: string = tempDir()
   const pooled = new URL(url)
   pooled.port = process.env.PETSTORE_TEST_POOLER_PORT ?? ''
   return { env: { DATABASE_URL: pooled.href, DATABASE_PREPARED_STATEMENTS: 'false' }, drop }
+}
+
+/** A new database on the primary of the standbys' cluster, which its standbys replay (the delayed one late). */
+async function createStandbysDatabase(engine: 'standbys' | 'standbys behind PgBouncer'): Promise<TestDatabase> {
+  if (STANDBYS === undefined || STANDBYS === '') throw new Error('PETSTORE_TEST_STANDBYS is not set')
+  const servers = JSON.parse(STANDBYS) as StandbyServers
+  const { url, drop } = await createPostgresDatabase(servers.primaryUrl)
+  const [primary, ...replicas] = (engine === 'standbys' ? servers.ports : servers.poolerPorts).map((port) => {
+    const on = new URL(url)
+    on.port = String(port)
+    return on.href
+  })
+  const env: Record<string, string> = { DATABASE_URL: primary ?? '', DATABASE_REPLICA_URLS: replicas.join(',') }
+  if (engine === 'standbys behind PgBouncer') env.DATABASE_PREPARED_STATEMENTS = 'false'
+  return { env, drop }
 }
 
 export interface TestApp {

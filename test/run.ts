@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { poolerUnavailable, startPgBouncer } from '../scripts/pg-cluster.js'
+import { clusterUnavailable, poolerUnavailable, startPgBouncer, startReplicaCluster } from '../scripts/pg-cluster.js'
 import { poolerOff, postgresOff, startEmbeddedPostgres } from './postgres.js'
 
 /*
@@ -101,6 +101,9 @@ const TEST_TIMEOUT_MS = 10 * 60_000
  */
 const RUN_BOUND_MS = 30 * 60_000
 
+/** The delayed standby of the contract suites' standbys replays each commit this late: longer than DATABASE_REPLICA_MAX_LAG_MS. */
+const STANDBY_APPLY_DELAY_MS = 2_000
+
 const TEST_DIR = import.meta.dirname
 const args = process.argv.slice(2)
 const fast = args.includes('--fast')
@@ -144,6 +147,16 @@ const poolerFor = (server: URL) =>
   )
 const pooler = noPooler === undefined ? await poolerFor(new URL(url)) : undefined
 if (pooler === undefined && noPostgres === undefined) process.stderr.write(`${noPooler}: the PostgreSQL tests through a pooler are left out.\n`)
+// The contract suites run again with reads on standbys (test/helper.ts CONTRACT_ENGINES): Debian's PostgreSQL,
+// since standbys are copied with its pg_basebackup, with the PgBouncers they also run through.
+const noStandbys = noPooler ?? clusterUnavailable()
+const standbys = noStandbys === undefined ? await startReplicaCluster({ applyDelayMs: STANDBY_APPLY_DELAY_MS, poolers: true }) : undefined
+if (standbys === undefined && noPostgres === undefined) process.stderr.write(`${noStandbys}: the contract suites with standbys are left out.\n`)
+const standbyServers = standbys === undefined ? '' : JSON.stringify({
+  primaryUrl: standbys.primary.url(),
+  ports: [standbys.primary, standbys.standby, standbys.delayed].map((server) => server.port),
+  poolerPorts: standbys.poolers.map((pooler) => pooler.port),
+})
 
 const guard = fast ? ['--import', path.join(TEST_DIR, 'no-processes.ts')] : []
 // --test-force-exit: a file ends when its tests have, even if something it started still holds its
@@ -152,7 +165,7 @@ const guard = fast ? ['--import', path.join(TEST_DIR, 'no-processes.ts')] : []
 const testArgs = ['--test', '--test-force-exit', `--test-timeout=${TEST_TIMEOUT_MS}`, `--test-concurrency=${CONCURRENCY}`, '--test-reporter=spec']
 const child = spawn(process.execPath, ['--import', 'tsx', ...guard, ...testArgs, ...files], {
   stdio: 'inherit',
-  env: { ...process.env, PETSTORE_TEST_DATABASE_URL: url, PETSTORE_TEST_POOLER_PORT: String(pooler?.port ?? '') },
+  env: { ...process.env, PETSTORE_TEST_DATABASE_URL: url, PETSTORE_TEST_POOLER_PORT: String(pooler?.port ?? ''), PETSTORE_TEST_STANDBYS: standbyServers },
 })
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal))
 const bound = setTimeout(() => {
@@ -163,6 +176,7 @@ const bound = setTimeout(() => {
 const [code] = (await once(child, 'exit')) as [number | null]
 clearTimeout(bound)
 await pooler?.destroy()
+await standbys?.destroy()
 await embedded?.destroy()
 process.stderr.write(`${files.length} test files in ${((performance.now() - startedAt) / 1000).toFixed(1)} s.\n`)
 process.exit(code ?? 1)

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { KEY_RECHECK_MS, createApiKeysService } from '../../src/api-keys/api-keys.service.js'
-import { ENGINES, buildTestApp, errorBody, useTestApp } from '../helper.js'
+import { CONTRACT_ENGINES, buildTestApp, errorBody, useTestApp } from '../helper.js'
 
 const CHALLENGE = 'Bearer realm="petstore"'
 const INVALID_CHALLENGE = 'Bearer realm="petstore", error="invalid_token"'
 
-for (const engine of ENGINES) {
+for (const engine of CONTRACT_ENGINES) {
   describe(`authentication on ${engine}`, () => {
     const fx = useTestApp(engine)
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { matchesIfNoneMatch } from '../../src/pets/pets.conditional.js'
-import { ENGINES, errorBody, postPet, useTestApp } from '../helper.js'
+import { CONTRACT_ENGINES, errorBody, postPet, useTestApp } from '../helper.js'
 
 describe('If-None-Match comparison', () => {
   it('matches weakly, in lists, and for *', () => {
@@ -15,7 +15,7 @@ describe('If-None-Match comparison', () => {
   })
 })
 
-for (const engine of ENGINES) {
+for (const engine of CONTRACT_ENGINES) {
   describe(`conditional reads on ${engine}`, () => {
     const fx = useTestApp(engine)
 

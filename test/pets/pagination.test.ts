@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import pg from 'pg'
 import { insertPostgresPet } from '../../src/pets/pets.repository.postgres.js'
-import { ENGINES, type TestApp, buildTestApp, errorBody, postPet, useTestApp } from '../helper.js'
+import { CONTRACT_ENGINES, ENGINES, type TestApp, buildTestApp, errorBody, postPet, useTestApp } from '../helper.js'
 
 interface Pet {
   id: number
@@ -41,7 +41,7 @@ async function walk(testApp: TestApp, key: string, url: string, between: () => P
   return { seen, pages }
 }
 
-for (const engine of ENGINES) {
+for (const engine of CONTRACT_ENGINES) {
   describe(`listPets pagination on ${engine}`, () => {
     const fx = useTestApp(engine)
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
-import { ENGINES, errorBody, postPet, useTestApp } from '../helper.js'
+import { CONTRACT_ENGINES, errorBody, postPet, useTestApp } from '../helper.js'
 
-for (const engine of ENGINES) {
+for (const engine of CONTRACT_ENGINES) {
   describe(`pets on ${engine}`, () => {
     const fx = useTestApp(engine)
 
