@@ -116,10 +116,15 @@ export async function createTestDatabase(engine: Engine, dir: string = tempDir()
   return { env: { DATABASE_URL: pooled.href, DATABASE_PREPARED_STATEMENTS: 'false' }, drop }
 }
 
+/** The servers of the `standbys` engines, when test/run.ts started them. */
+export function standbyServers(): StandbyServers | undefined {
+  return STANDBYS === undefined || STANDBYS === '' ? undefined : (JSON.parse(STANDBYS) as StandbyServers)
+}
+
 /** A new database on the primary of the standbys' cluster, which its standbys replay (the delayed one late). */
 async function createStandbysDatabase(engine: 'standbys' | 'standbys behind PgBouncer'): Promise<TestDatabase> {
-  if (STANDBYS === undefined || STANDBYS === '') throw new Error('PETSTORE_TEST_STANDBYS is not set')
-  const servers = JSON.parse(STANDBYS) as StandbyServers
+  const servers = standbyServers()
+  if (servers === undefined) throw new Error('PETSTORE_TEST_STANDBYS is not set')
   const { url, drop } = await createPostgresDatabase(servers.primaryUrl)
   const [primary, ...replicas] = (engine === 'standbys' ? servers.ports : servers.poolerPorts).map((port) => {
     const on = new URL(url)
