@@ -777,8 +777,8 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
   // Checked whichever the engine: a mistake shows before the day the deployment moves to PostgreSQL.
   const poolSize = integerVar(env, 'DATABASE_POOL_SIZE')
   const preparedStatements = oneOf(env, 'DATABASE_PREPARED_STATEMENTS') === 'true'
-  const replicaMaxLagMs = integerVar(env, 'DATABASE_REPLICA_MAX_LAG_MS')
-  if (!/^postgres(ql)?:\/\//.test(text ?? '') && nonEmpty(env, 'DATABASE_REPLICA_URLS') !== undefined) {
+  const replicas = replicasVar(env, integerVar(env, 'DATABASE_REPLICA_MAX_LAG_MS'))
+  if (!/^postgres(ql)?:\/\//.test(text ?? '') && replicas.replicaUrls !== undefined) {
     throw new ConfigError('DATABASE_REPLICA_URLS', 'names standbys of PostgreSQL, but DATABASE_URL is not a postgres:// URL: set DATABASE_URL to their primary, or unset this')
   }
   if (text === undefined) return { engine: 'sqlite', path: path.join(cwd, 'data', 'petstore.db'), createFolder: true }
@@ -791,7 +791,7 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
   }
   if (/^postgres(ql)?:\/\//.test(text)) {
     if (parsedUrl(text) === undefined) throw new ConfigError('DATABASE_URL', `is not a valid URL (got "${withoutPassword(text)}")`)
-    return { engine: 'postgres', url: text, poolSize, preparedStatements, ...replicasVar(env, replicaMaxLagMs) }
+    return { engine: 'postgres', url: text, poolSize, preparedStatements, ...replicas }
   }
   throw new ConfigError(
     'DATABASE_URL',
@@ -800,7 +800,7 @@ function databaseVar(env: Env, cwd: string): DatabaseConfig {
 }
 
 /** The standbys of DATABASE_REPLICA_URLS, each a PostgreSQL URL; none when it is unset. */
-function replicasVar(env: Env, replicaMaxLagMs: number): { replicaUrls: readonly string[]; replicaMaxLagMs: number } | Record<string, never> {
+function replicasVar(env: Env, replicaMaxLagMs: number): { replicaUrls?: readonly string[]; replicaMaxLagMs?: number } {
   const text = nonEmpty(env, 'DATABASE_REPLICA_URLS')
   if (text === undefined) return {}
   const urls = text.split(',')

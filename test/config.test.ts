@@ -303,6 +303,8 @@ const SAMPLES: Partial<Record<(typeof CONFIG_NAMES)[number], string>> = {
   REDIS_URL_FILE: secretFile('redis-url', 'redis://:hunter2@cache.internal:6379\n'),
   OTEL_EXPORTER_OTLP_HEADERS_FILE: secretFile('otlp-headers', 'authorization=Bearer%20hunter2\n'),
   DATABASE_URL: 'sqlite:///srv/petstore.db',
+  DATABASE_REPLICA_URLS: 'postgres://standby-1.internal/petstore,postgresql://standby-2.internal:6432/petstore',
+  DATABASE_REPLICA_URLS_FILE: secretFile('database-replica-urls', 'postgres://petstore:hunter2@standby-1.internal/petstore\n'),
   PUBLIC_BASE_URL: 'https://api.example.com',
   PRODUCTION_BASE_URL: 'https://api.example.com',
   STAGING_BASE_URL: 'https://staging.example.com',
@@ -322,6 +324,8 @@ const SAMPLES: Partial<Record<(typeof CONFIG_NAMES)[number], string>> = {
 
 /** Variables that are only accepted with another one: the pair of a TLS file. */
 const COMPANIONS: Partial<Record<string, Record<string, string>>> = {
+  DATABASE_REPLICA_URLS: { DATABASE_URL: 'postgres://db.internal/petstore' },
+  DATABASE_REPLICA_URLS_FILE: { DATABASE_URL: 'postgres://db.internal/petstore' },
   TLS_CERT_FILE: { TLS_KEY_FILE: '/etc/petstore/key.pem' },
   TLS_KEY_FILE: { TLS_CERT_FILE: '/etc/petstore/cert.pem' },
 }
@@ -421,12 +425,24 @@ describe('every variable, checked the same way whichever the engine', () => {
   })
 })
 
+/** A PostgreSQL primary, which DATABASE_REPLICA_URLS are only accepted with. */
+const PRIMARY = { DATABASE_URL: 'postgres://db.internal/petstore' }
+
 describe('secrets read from files (the _FILE variables)', () => {
+  const companion = (name: string): Record<string, string> => (name === 'DATABASE_REPLICA_URLS' ? PRIMARY : {})
   const secrets = {
     DATABASE_URL: { text: 'postgres://petstore:hunter2@db.internal:5432/petstore', read: (env: Record<string, string>) => {
       const { database } = loadConfig(env, '/')
       return database.engine === 'postgres' ? database.url : database.path
     }, refused: 'mysql://petstore:hunter2@db.internal/petstore' },
+    DATABASE_REPLICA_URLS: {
+      text: 'postgres://petstore:hunter2@standby-1.internal/petstore,postgres://petstore:hunter2@standby-2.internal/petstore',
+      read: (env: Record<string, string>) => {
+        const { database } = loadConfig({ ...env, ...PRIMARY }, '/')
+        return database.engine === 'postgres' ? database.replicaUrls?.join(',') : undefined
+      },
+      refused: 'mysql://petstore:hunter2@standby-1.internal/petstore',
+    },
     REDIS_URL: { text: 'rediss://:hunter2@cache.internal:6380', read: (env: Record<string, string>) => loadConfig(env, '/').rateLimits.redisUrl, refused: 'cache:hunter2@internal' },
     OTEL_EXPORTER_OTLP_HEADERS: {
       text: 'authorization=Bearer%20hunter2',
@@ -434,7 +450,10 @@ describe('secrets read from files (the _FILE variables)', () => {
       refused: 'authorization=Bearer%20hunter2,broken',
     },
   }
-  const expected = { DATABASE_URL: 'postgres://petstore:hunter2@db.internal:5432/petstore', REDIS_URL: 'rediss://:hunter2@cache.internal:6380', OTEL_EXPORTER_OTLP_HEADERS: 'Bearer hunter2' }
+  const expected = {
+    DATABASE_URL: 'postgres://petstore:hunter2@db.internal:5432/petstore',
+    DATABASE_REPLICA_URLS: 'postgres://petstore:hunter2@standby-1.internal/petstore,postgres://petstore:hunter2@standby-2.internal/petstore',
+    REDIS_URL: 'rediss://:hunter2@cache.internal:6380', OTEL_EXPORTER_OTLP_HEADERS: 'Bearer hunter2' }
   /** The error of `env` names `variable`, says `problem` and shows nothing of the secret. */
   const refusal = (variable: string, problem: RegExp) => (error: unknown) =>
     error instanceof ConfigError && error.variable === variable && error.message.startsWith(`${variable} `) && problem.test(error.message) && !error.message.includes('hunter2')
@@ -451,7 +470,7 @@ describe('secrets read from files (the _FILE variables)', () => {
     it(`resolves a relative ${variable} against the working folder`, () => {
       secretFile(`relative-${name}`, text)
       const env = { [variable]: `relative-${name}` }
-      assert.doesNotThrow(() => loadConfig({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, SECRETS_DIR))
+      assert.doesNotThrow(() => loadConfig({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', ...companion(name) }, SECRETS_DIR))
     })
 
     const file = secretFile(`good-${name}`, `${text}\n`)
@@ -468,7 +487,7 @@ describe('secrets read from files (the _FILE variables)', () => {
     ]
     for (const [what, env, named, problem] of refusals) {
       it(`refuses ${what} for ${variable}, naming ${named} and showing nothing of the secret`, () => {
-        assert.throws(() => loadConfig({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, '/'), refusal(named, problem))
+        assert.throws(() => loadConfig({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', ...companion(name) }, '/'), refusal(named, problem))
       })
     }
   }
