@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client'
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { createDeprecatedCallsCounter } from '../../src/deprecations/deprecations.metrics.js'
 import { createMetrics } from '../../src/http/metrics.js'
+import type { ReplicaStats } from '../../src/storage/postgres/replica-set.js'
 
 /*
  * The service counts requests and deprecated calls in plain numbers and tells prom-client at scrape
@@ -179,5 +180,74 @@ describe('the exposition of request and deprecated-call metrics', () => {
     await assertSameScrape(actual.registry, expected.registry, 'just after the reset')
     record([actual, expected], requests.slice(200, 300))
     await assertSameScrape(actual.registry, expected.registry, 'after the reset')
+  })
+})
+
+describe('the exposition of the standbys', () => {
+  /** The standbys' metrics as prom-client shows them when set and counted the straightforward way. */
+  function standbysReference(stats: ReplicaStats): Registry {
+    const registry = new Registry()
+    const lag = new Gauge({
+      name: 'petstore_db_replica_lag_seconds',
+      help: 'How far each standby of DATABASE_REPLICA_URLS is behind the primary: how long ago the primary passed what it has replayed. Absent while it does not answer.',
+      labelNames: ['replica'] as const,
+      aggregator: 'max',
+      registers: [registry],
+    })
+    const usable = new Gauge({
+      name: 'petstore_db_replica_usable',
+      help: 'Whether reads may go to each standby now: 1 when it answers within DATABASE_REPLICA_MAX_LAG_MS, else 0.',
+      labelNames: ['replica'] as const,
+      aggregator: 'min',
+      registers: [registry],
+    })
+    const reads = new Counter({
+      name: 'petstore_db_reads_total',
+      help: 'Reads that may go to a standby (read: pet, page or key), by the server that answered them (target: primary or replica).',
+      labelNames: ['read', 'target'] as const,
+      registers: [registry],
+    })
+    for (const replica of stats.replicas) {
+      if (replica.lagSeconds !== undefined) lag.labels(replica.name).set(replica.lagSeconds)
+      usable.labels(replica.name).set(replica.usable ? 1 : 0)
+    }
+    for (const [read, targets] of Object.entries(stats.reads)) for (const [target, count] of Object.entries(targets)) reads.labels(read, target).inc(count)
+    return registry
+  }
+
+  const only = (text: string) => text.split('\n').filter((line) => /petstore_db_(replica|reads)/.test(line)).join('\n')
+  const figures = (lagSeconds: number | undefined, usable: boolean, replicaReads: number): ReplicaStats => ({
+    replicas: [
+      { name: 'standby-1:5432/petstore', lagSeconds: 0.25, usable: true },
+      { name: 'standby-2:5432/petstore', lagSeconds, usable },
+    ],
+    reads: { pet: { primary: 3, replica: replicaReads }, page: { primary: 1, replica: 2 }, key: { primary: 9, replica: 0 } },
+  })
+
+  it('shows each standby’s lag (none while it does not answer), whether it is used, and reads by target, as read at each scrape', async () => {
+    const metrics = createMetrics({ processMetrics: false })
+    let stats = figures(1.5, false, 7)
+    metrics.watchReplicas(() => stats)
+    assert.equal(only(await metrics.registry.metrics()), only(await standbysReference(stats).metrics()))
+    stats = figures(undefined, false, 12)
+    const text = only(await metrics.registry.metrics())
+    assert.equal(text, only(await standbysReference(stats).metrics()))
+    assert.doesNotMatch(text, /lag_seconds\{replica="standby-2/)
+    assert.match(text, /^petstore_db_reads_total\{read="pet",target="replica"\} 12$/m)
+  })
+
+  it('shows the worst lag and state over --workers, and the reads summed', async () => {
+    const workers = [figures(0.5, true, 1), figures(3, false, 2)]
+    const registries = workers.map((stats) => {
+      const metrics = createMetrics({ processMetrics: false })
+      metrics.watchReplicas(() => stats)
+      return metrics.registry
+    })
+    const aggregate = async (of: Registry[]) => only(await AggregatorRegistry.aggregate(await Promise.all(of.map((registry) => registry.getMetricsAsJSON()))).metrics())
+    const text = await aggregate(registries)
+    assert.equal(text, await aggregate(workers.map(standbysReference)))
+    assert.match(text, /^petstore_db_replica_lag_seconds\{replica="standby-2:5432\/petstore"\} 3$/m)
+    assert.match(text, /^petstore_db_replica_usable\{replica="standby-2:5432\/petstore"\} 0$/m)
+    assert.match(text, /^petstore_db_reads_total\{read="pet",target="replica"\} 3$/m)
   })
 })

@@ -296,7 +296,14 @@ describe('the rules and the dashboard on a real Prometheus scraping petstore ser
     const certificate = makeCertificate(dir, 'service')
     const metricsPort = await freePort()
     const key = await createKey({ PATH: process.env.PATH ?? '', ...database.env }, 'prometheus')
-    const env = { ...database.env, METRICS_PORT: String(metricsPort), TLS_CERT_FILE: certificate.certFile, TLS_KEY_FILE: certificate.keyFile }
+    // The primary as its own standby: the standbys' lag, state and reads by target are then scraped too.
+    const env = {
+      ...database.env,
+      DATABASE_REPLICA_URLS: database.env.DATABASE_URL ?? '',
+      METRICS_PORT: String(metricsPort),
+      TLS_CERT_FILE: certificate.certFile,
+      TLS_KEY_FILE: certificate.keyFile,
+    }
     const server = await startServer(env, dir, [], { ca: [certificate.pem] })
     const traffic = sendTraffic(server.baseUrl, certificate.pem, key)
     const instance = `127.0.0.1:${metricsPort}`
