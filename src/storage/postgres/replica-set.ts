@@ -12,7 +12,7 @@ import { PrimaryUnavailable, isUnavailable } from './errors.js'
  */
 
 /** How often the standbys and the primary are asked where they are. */
-export const POLL_MS = 200
+const POLL_MS = 200
 
 /**
  * Where a server is in the WAL, as a number of bytes: a primary's flush position (what standbys can
@@ -23,13 +23,13 @@ export const POSITION_SQL =
   "(SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END - '0/0'::pg_lsn)::text)"
 
 /** Where a read was answered. */
-export type ReadTarget = 'primary' | 'replica'
+type ReadTarget = 'primary' | 'replica'
 /** The reads that may go to a standby. */
-export type ReadKind = 'pet' | 'page' | 'key'
+type ReadKind = 'pet' | 'page' | 'key'
 const READ_KINDS: readonly ReadKind[] = ['pet', 'page', 'key']
 
 /** One standby as the metrics show it. */
-export interface ReplicaStat {
+interface ReplicaStat {
   /** host:port/database of its URL: never its user or password. */
   readonly name: string
   /** Seconds behind the primary; undefined while it does not answer. */
@@ -45,7 +45,7 @@ export interface ReplicaStats {
 }
 
 /** How one read goes: which server is asked first, and whose answer stands. */
-export interface ReadPlan<T> {
+interface ReadPlan<T> {
   readonly kind: ReadKind
   /** Keys are asked of the primary first (a revocation counts at once); pets and pages of a standby. */
   readonly first: 'primary' | 'replica'
@@ -86,7 +86,7 @@ interface Standby {
 const POLL_TRUSTED_MS = 5 * POLL_MS
 
 /** host:port/database of a URL, for the metrics and the log: never its user or password. */
-export function replicaName(url: string): string {
+function replicaName(url: string): string {
   const parsed = new URL(url)
   return `${parsed.host}${parsed.pathname}`
 }
