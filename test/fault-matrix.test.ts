@@ -26,6 +26,10 @@ import { type ServerProcess, cleanupProcesses, runCli, startServer, stopServer, 
  * - nothing acknowledged is lost or changed;
  * - a create retried with its Idempotency-Key gets the one pet within seconds of the service being back;
  * - every stop by SIGTERM, the cell's own and the one that ends it, exits 0 within STOP_WITHIN_MS.
+ * With standbys (DATABASE_REPLICA_URLS), also:
+ * - every pet answered 201, asked of the other instance at once, is found: never a 404;
+ * - every walk of the pages holds every pet acknowledged before it began, in order, once;
+ * - each instance read pets and pages on its standbys.
  */
 
 after(cleanupProcesses)
@@ -711,6 +715,9 @@ async function runCell({ engine, fault, env, dir, database, cluster, replicaClus
         assert.ok(replicaCluster !== undefined)
         const { primary } = replicaCluster
         await primary.stop('fast')
+        // Ready still: balancers keep sending the reads the standbys serve.
+        const ready = await request(cell.agent, `${service.baseUrl}/readyz`, { headers: {} })
+        assert.equal(ready.status, 200, `readyz with the primary stopped: ${ready.text}`)
         heal = async () => {
           await primary.start()
           ended()

@@ -106,7 +106,10 @@ export function createReplicaSet(
   // The primary's positions as polled, strictly increasing, each with when it was first seen: kept long
   // enough to tell any lag up to the bound.
   const history: { at: bigint; seenAt: number }[] = []
+  /** A query or a poll of the primary failed, and no poll has answered since. */
   let primaryDown = false
+  /** The poll in flight is late: the primary may be out of reach without a refusal (a partition, a pooler waiting for it). */
+  let primaryLate = false
   let primaryPolling = false
   let closed = false
   const reads = Object.fromEntries(READ_KINDS.map((kind) => [kind, { primary: 0, replica: 0 }])) as Record<ReadKind, Record<ReadTarget, number>>
@@ -138,6 +141,10 @@ export function createReplicaSet(
   const pollPrimary = async () => {
     if (primaryPolling) return
     primaryPolling = true
+    // A primary out of reach without a refusal answers nothing for as long as a query may take: key lookups
+    // skip it once a poll is this late. Not a standby's miss, which only the primary can tell from a 404.
+    const late = setTimeout(() => (primaryLate = true), POLL_TRUSTED_MS)
+    late.unref()
     try {
       const at = await position(primary)
       primaryDown = false
@@ -149,6 +156,8 @@ export function createReplicaSet(
     } catch {
       primaryDown = true
     } finally {
+      clearTimeout(late)
+      primaryLate = false
       primaryPolling = false
     }
   }
@@ -179,7 +188,11 @@ export function createReplicaSet(
     const received = rows[0]?.received
     const target = received === null || received === undefined ? (atLeast ?? 0n) : BigInt(received) > (atLeast ?? 0n) ? BigInt(received) : (atLeast ?? 0n)
     for (;;) {
-      if ((await position(standby.pool)) >= target) return true
+      // What it answers is a poll's answer too: its lag is judged on it, however late the last poll.
+      standby.replayed = await position(standby.pool)
+      standby.answeredAt = now()
+      standby.failed = false
+      if (standby.replayed >= target) return true
       if (now() > deadline) return false
       await sleep(POLL_MS / 10)
     }
@@ -199,7 +212,7 @@ export function createReplicaSet(
   return {
     async read(plan, query) {
       let primaryError: unknown
-      if (plan.first === 'primary' && !primaryDown) {
+      if (plan.first === 'primary' && !primaryDown && !primaryLate) {
         const asked = await onPrimary(query, plan.kind)
         if ('answer' in asked) return asked.answer
         primaryError = asked.error
@@ -223,12 +236,14 @@ export function createReplicaSet(
         }
       }
       // The primary is down. A standby answers alone once it has replayed all it had received when asked (a
-      // synchronous standby has received every commit acknowledged) and at least `atLeast`.
+      // synchronous standby has received every commit acknowledged) and at least `atLeast`, within the lag
+      // bound as judged on that; the usable ones are asked first.
       const deadline = now() + maxLagMs
       let refused = false
-      for (const standby of candidates(undefined)) {
+      const usableFirst = candidates(undefined)
+      for (const standby of [...usableFirst, ...standbys.filter((other) => !usableFirst.includes(other))]) {
         try {
-          if (!(await replayedAll(standby, plan.atLeast, deadline))) continue
+          if (!(await replayedAll(standby, plan.atLeast, deadline)) || !usable(standby, now())) continue
           const answer = await query(standby.pool, 'replica')
           const given = (plan.stands?.(answer) ?? true) || plan.primaryDown === undefined ? answer : plan.primaryDown(answer)
           reads[plan.kind].replica++
