@@ -4,7 +4,7 @@ import { PrimaryUnavailable, isUnavailable } from './errors.js'
 
 /*
  * Reads on streaming standbys (docs/decisions/0023-read-replicas.md). Every POLL_MS each standby is
- * asked how far it has replayed, and the primary how far it has written. A standby's lag is how long ago
+ * asked how far it has replayed, and the primary how far it has flushed. A standby's lag is how long ago
  * the primary was first seen past the point the standby has replayed: 0 when it has replayed all the
  * primary had at the last poll. This judges lag by catching up, which an idle primary does not fool, as
  * `now() - pg_last_xact_replay_timestamp()` is fooled (it grows while nothing is written). A standby
@@ -116,8 +116,14 @@ export function createReplicaSet(
 
   const lagMs = (standby: Standby, at: number): number | undefined => {
     if (standby.replayed === undefined || at - standby.answeredAt > POLL_TRUSTED_MS) return undefined
-    const replayed = standby.replayed
-    const ahead = history.find((sample) => sample.at > replayed)
+    // The first position the standby lacks, by bisection: the history holds up to the bound's worth of polls.
+    let [low, high] = [0, history.length]
+    while (low < high) {
+      const middle = (low + high) >>> 1
+      if ((history[middle]?.at ?? 0n) > standby.replayed) high = middle
+      else low = middle + 1
+    }
+    const ahead = history[low]
     return ahead === undefined ? 0 : at - ahead.seenAt
   }
   const usable = (standby: Standby, at: number, atLeast = 0n): boolean => {
@@ -235,9 +241,9 @@ export function createReplicaSet(
           primaryError = asked.error
         }
       }
-      // The primary is down. A standby answers alone once it has replayed all it had received when asked (a
-      // synchronous standby has received every commit acknowledged) and at least `atLeast`, within the lag
-      // bound as judged on that; the usable ones are asked first.
+      // The primary is down, or late for a key. A standby answers alone once it has replayed all it had
+      // received when asked (a synchronous standby has received every commit acknowledged) and at least
+      // `atLeast`, within the lag bound as judged on that; the usable ones are asked first.
       const deadline = now() + maxLagMs
       let refused = false
       const usableFirst = candidates(undefined)
@@ -257,6 +263,12 @@ export function createReplicaSet(
           if (!isUnavailable(error)) throw error
           standby.failed = true
         }
+      }
+      // A late primary may still answer: the last resort of a key no standby could look up.
+      if (primaryError === undefined && !primaryDown && !refused) {
+        const asked = await onPrimary(query, plan.kind)
+        if ('answer' in asked) return asked.answer
+        primaryError = asked.error
       }
       throw primaryError instanceof Error && !refused ? primaryError : new PrimaryUnavailable(primaryError)
     },
