@@ -101,7 +101,7 @@ for (const engine of ENGINES) {
       assert.deepEqual(await storage.migrate(), { applied: [], unknown: [NEWER] })
       const pet = await storage.pets.create({ name: 'Rex', categoryId: 1n, status: 'available' }, Date.now())
       assert.deepEqual(await storage.pets.findById(pet.id), pet)
-      assert.deepEqual(await storage.pets.list({ limit: 5, afterId: 0n }), [pet])
+      assert.deepEqual((await storage.pets.list({ limit: 5, afterId: 0n })).pets, [pet])
     })
 
     it('applies its own pending migrations beside a newer release\'s', async (t) => {
