@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, it } from 'node:test'
 import pg from 'pg'
 import { decodeCursor, encodeCursor } from '../../src/pets/pets.cursor.js'
-import { CONTRACT_ENGINES, type TestApp, errorBody, postPet, standbyServers, useTestApp } from '../helper.js'
+import { CONTRACT_ENGINES, type TestApp, buildTestApp, errorBody, postPet, standbyServers, useTestApp } from '../helper.js'
 
 // Where reads go with standbys (docs/decisions/0023-read-replicas.md), on the standbys test/run.ts starts: a
 // synchronous one and one replaying each commit 2 s late, past DATABASE_REPLICA_MAX_LAG_MS (1 s).
@@ -129,3 +129,30 @@ for (const engine of replicaEngines) {
     })
   })
 }
+
+describe('a standby that refuses the service', { skip: replicaEngines.length === 0 && 'the standbys are not started in this run' }, () => {
+  it('serves every read from the primary, and says once which standby refuses and why, without its password', async (t) => {
+    const servers = standbyServers()
+    assert.ok(servers !== undefined)
+    const refusing = `postgres://postgres:hunter2@127.0.0.1:${servers.ports[1]}/no_such_database`
+    const testApp = await buildTestApp('standbys', { env: { DATABASE_REPLICA_URLS: refusing } })
+    t.after(() => testApp.close())
+    const key = await testApp.createKey()
+    const created = await postPet(testApp, key, '{"name":"Rex","categoryId":1}')
+    assert.equal(created.statusCode, 201)
+    const warnings = () => testApp.logs.filter((line) => String(line.msg).includes('DATABASE_REPLICA_URLS refuses'))
+    for (let i = 0; warnings().length === 0; i++) {
+      assert.ok(i < 100, 'no warning about the refusing standby')
+      await sleep(50)
+    }
+    const got = await testApp.request(key, { method: 'GET', url: `/v1/pets/${(JSON.parse(created.body) as Pet).id}` })
+    assert.equal(got.statusCode, 200)
+    await sleep(1_000)
+    assert.equal(warnings().length, 1, JSON.stringify(warnings()))
+    const [warning] = warnings()
+    assert.equal(warning?.level, 40)
+    assert.match(String(warning?.msg), new RegExp(`The standby 127\\.0\\.0\\.1:${servers.ports[1]}/no_such_database .*no_such_database" does not exist`))
+    assert.doesNotMatch(JSON.stringify(testApp.logs), /hunter2/)
+    assert.equal(testApp.storage.replicaStats?.().reads.pet.replica, 0)
+  })
+})

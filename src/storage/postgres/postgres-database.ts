@@ -118,7 +118,7 @@ function openPool(url: string, poolSize: number, statements: ReturnType<typeof s
 export function openPostgresDatabase({ url, poolSize, preparedStatements, replicaUrls = [], replicaMaxLagMs = 1_000, warn = () => {} }: PostgresOptions): PostgresDatabase {
   const statements = statementMode(preparedStatements, warn)
   const pool = openPool(url, poolSize, statements)
-  const replicas = replicaUrls.length === 0 ? undefined : createReplicaSet(pool, replicaUrls, replicaMaxLagMs, (standby) => openPool(standby, poolSize, statements))
+  const replicas = replicaUrls.length === 0 ? undefined : createReplicaSet(pool, replicaUrls, replicaMaxLagMs, (standby) => openPool(standby, poolSize, statements), { warn })
   let ended = false
 
   return {

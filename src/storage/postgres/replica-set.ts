@@ -77,9 +77,11 @@ interface Standby {
   replayed: bigint | undefined
   /** When a poll last answered. */
   answeredAt: number
-  /** Set by a read that met the standby unavailable: out until a poll answers again. */
+  /** Set by a read that failed there: out until a poll answers again. */
   failed: boolean
   polling: boolean
+  /** The last refusal the operator was told of (a wrong password, no such database), until it answers again. */
+  warned: string | undefined
 }
 
 /** A poll older than this is not trusted: the standby is out until one answers. */
@@ -100,9 +102,17 @@ export function createReplicaSet(
   urls: readonly string[],
   maxLagMs: number,
   openPool: (url: string) => pg.Pool,
-  now: () => number = Date.now,
+  { now = Date.now, warn = () => {} }: { now?: () => number; warn?: (message: string) => void } = {},
 ): ReplicaSet {
-  const standbys: Standby[] = urls.map((url) => ({ name: replicaName(url), pool: openPool(url), replayed: undefined, answeredAt: -Infinity, failed: false, polling: false }))
+  const standbys: Standby[] = urls.map((url) => ({
+    name: replicaName(url),
+    pool: openPool(url),
+    replayed: undefined,
+    answeredAt: -Infinity,
+    failed: false,
+    polling: false,
+    warned: undefined,
+  }))
   // The primary's positions as polled, strictly increasing, each with when it was first seen: kept long
   // enough to tell any lag up to the bound.
   const history: { at: bigint; seenAt: number }[] = []
@@ -174,8 +184,16 @@ export function createReplicaSet(
       standby.replayed = await position(standby.pool)
       standby.answeredAt = now()
       standby.failed = false
-    } catch {
+      standby.warned = undefined
+    } catch (error) {
       standby.replayed = undefined
+      // A standby that is down comes back by itself; one that refuses this user or lacks the database is
+      // the operator's to fix, and serves nothing meanwhile: said once, naming it without its password.
+      const reason = (error as Error).message
+      if (!isUnavailable(error) && standby.warned !== reason) {
+        standby.warned = reason
+        warn(`The standby ${standby.name} of DATABASE_REPLICA_URLS refuses to answer, so no read goes there: ${reason}`)
+      }
     } finally {
       standby.polling = false
     }
@@ -230,8 +248,9 @@ export function createReplicaSet(
             if (!(plan.stands?.(answer) ?? true)) break
             reads[plan.kind].replica++
             return answer
-          } catch (error) {
-            if (!isUnavailable(error)) throw error
+          } catch {
+            // Whatever failed there (gone, a query cancelled for a conflict with recovery, a schema not yet
+            // replayed) is asked elsewhere; a fault of the query itself shows on the primary.
             standby.failed = true
           }
         }
@@ -256,12 +275,8 @@ export function createReplicaSet(
           return given
         } catch (error) {
           // Refused here (a miss), another standby may have received more.
-          if (error instanceof PrimaryUnavailable) {
-            refused = true
-            continue
-          }
-          if (!isUnavailable(error)) throw error
-          standby.failed = true
+          if (error instanceof PrimaryUnavailable) refused = true
+          else standby.failed = true
         }
       }
       // A late primary may still answer: the last resort of a key no standby could look up.
