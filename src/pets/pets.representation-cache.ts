@@ -114,9 +114,9 @@ export function createRepresentationCache({
   if (version !== undefined) {
     let cachedAt = Number.NaN
     // When the version was last asked. No write through the API can change a final answer, so a hit on
-    // one asks it at most once a FINAL_RECHECK_MS: the pragma is a read transaction, which cost a cached
-    // getPet more than all of the service's own code (bench/findings.md), and a change made outside the
-    // API reaches a final answer within that time, as on an engine without a version.
+    // one asks it at most once a FINAL_RECHECK_MS: SQLite's pragma is a read transaction, a cached read's
+    // largest cost of ours (bench/findings.md), and a change made outside the API reaches a final answer
+    // within that time, as on an engine without a version.
     let askedAt = Number.NEGATIVE_INFINITY
     return {
       get(key, build) {
