@@ -262,8 +262,11 @@ describe('a replacement started while its predecessor drains', () => {
   it('waits for the API and metrics ports, then serves; both exit 0', { timeout: 60_000 }, async () => {
     const dir = trackedTempDir('petstore-life-handover-')
     const [port, metricsPort] = [await freePort(), await freePort()]
-    // A drain of 2 s: the replacement starts while its predecessor still holds both ports.
-    const options = { dir, port, env: { METRICS_PORT: String(metricsPort), SHUTDOWN_DRAIN_MS: '2000' } }
+    // A drain of 8 s: the replacement starts while its predecessor still holds both ports, even on a machine
+    // so busy that starting Node takes seconds (with 2 s, the predecessor was gone before the replacement
+    // tried to listen, at a load average of 12-20, and the test proved nothing).
+    const drainMs = 8_000
+    const options = { dir, port, env: { METRICS_PORT: String(metricsPort), SHUTDOWN_DRAIN_MS: String(drainMs) } }
     const first = await launch('node', options)
     process.kill(first.pid, 'SIGTERM')
     const second = await launch('node', options)
@@ -276,7 +279,9 @@ describe('a replacement started while its predecessor drains', () => {
     assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200)
     assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status, 200)
     assert.ok(
-      logLines(second.output()).some((line) => line.msg === `PORT ${port} is in use: waiting up to 5500 ms for it, as for a previous instance shutting down`),
+      logLines(second.output()).some(
+        (line) => line.msg === `PORT ${port} is in use: waiting up to ${drainMs + 3_000 + 500} ms for it, as for a previous instance shutting down`,
+      ),
       second.output(),
     )
     process.kill(second.pid, 'SIGTERM')
