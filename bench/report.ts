@@ -15,7 +15,7 @@ const RESULTS_DIR = path.join(import.meta.dirname, 'results')
 export const megabytes = (kb: number) => round((kb * 1024) / 1e6, 1)
 
 /** The q-quantile of the values, linear between the two nearest ranks (q = 0.5: the median). */
-function quantile(values: readonly number[], q: number): number {
+export function quantile(values: readonly number[], q: number): number {
   const sorted = values.filter((value) => !Number.isNaN(value)).sort((a, b) => a - b)
   const at = (sorted.length - 1) * q
   const below = sorted[Math.floor(at)] ?? Number.NaN
@@ -524,7 +524,8 @@ export async function revision(): Promise<{ commit: string; srcChanged: boolean 
   }
 }
 
-function resultFile(startedAt: Date, suffix: string): string {
+/** bench/results/<ISO timestamp><suffix>.json, the folder made if missing: the bench's and the soak's. */
+export function resultFile(startedAt: Date, suffix: string): string {
   fs.mkdirSync(RESULTS_DIR, { recursive: true })
   return path.join(RESULTS_DIR, `${startedAt.toISOString().replace(/[:.]/g, '-')}${suffix}.json`)
 }

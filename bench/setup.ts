@@ -188,6 +188,17 @@ export async function setUp(dir: string, engine: Engine, started: Set<NodeProces
   }
 }
 
+/** The service's own count of its 503s by cause (the request log line does not name the error code). */
+export async function refusalCounters(metricsUrl: string): Promise<string> {
+  try {
+    const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(2_000) })).text()
+    const lines = text.split('\n').filter((line) => /^petstore_(db_unavailable_total|overload_rejections_total)\b/.test(line))
+    return `the service's 503 counters: ${lines.join('; ') || 'none found'}`
+  } catch (error) {
+    return `the service's metrics could not be read: ${(error as Error).message}`
+  }
+}
+
 /**
  * `petstore serve` as the run measures it, on the database of `env` (PATH and the DATABASE_ variables), its
  * request log `<name>.log` in the temp folder; the first seeds the database, any other (`--pooler`) serves
