@@ -41,7 +41,7 @@ function processCpuUs(pid: number): number {
  * and by the bench, this process and all its descendants (servers, load generators, the PostgreSQL server
  * and its backends; those that exited through their parents' counts of reaped children).
  */
-function cpuInUse(): { machineUs: number; benchUs: number } {
+export function cpuInUse(): { machineUs: number; benchUs: number } {
   const [user, nice, system, , , irq, softirq, steal] = (/^cpu\s+(.*)$/m.exec(fs.readFileSync('/proc/stat', 'utf8'))?.[1] ?? '').split(/\s+/).map(Number)
   const cpuTicks = new Map<number, number>()
   const children = new Map<number, number[]>()

@@ -9,10 +9,14 @@ export const SOAK_BOUNDS = {
    * heap finding its size. Memory is judged over the two thirds after it.
    */
   warmupShare: 1 / 3,
-  /** RSS flat: the highest sample of the last third at most the highest of the middle third plus this. */
+  /**
+   * RSS flat, with this slack: the last third's lowest sample at most the middle third's lowest (what
+   * survives collection does not grow), and its highest at most the highest before it (no new high).
+   * Highs and lows, not a slope: V8's old generation grows and is collected in a sawtooth of up to 40 MB
+   * over about 100 s on PostgreSQL (the soak of 28 November), which swings a fitted slope over two
+   * minutes by ± 12 MB/min with no leak. The slope is reported.
+   */
   rssSlackMb: 10,
-  /** RSS flat: the least-squares slope of the samples after warm-up at most this. */
-  rssSlopeMbPerMinute: 5,
   /** The tail: p99 of the last span at most this many times p99 of the first. */
   p99Factor: 1.5,
   /** The spans whose p99 are compared: the first and the last minute, or third of a shorter run. */
@@ -49,8 +53,11 @@ export interface SoakVerdict {
   checks: Check[]
   /** The figures the checks rest on, for the results JSON. */
   figures: {
-    rssMaxMiddleMb: number
+    rssMinMiddleMb: number
+    rssMinLastMb: number
+    rssMaxBeforeLastMb: number
     rssMaxLastMb: number
+    /** Reported, not judged (SOAK_BOUNDS.rssSlackMb says why). */
     rssSlopeMbPerMinute: number
     cacheMaxBytes: number
     cacheBudgetBytes: number
@@ -103,9 +110,12 @@ export function judgeSoak(run: {
   const { durationS, samples } = run
   const warmupEndS = durationS * bounds.warmupShare
   const lastThirdS = durationS - (durationS - warmupEndS) / 2
-  const maxRss = (from: number, to: number) => Math.max(...samples.filter((s) => s.atS >= from && s.atS <= to).map((s) => s.rssMb))
-  const rssMaxMiddleMb = maxRss(warmupEndS, lastThirdS)
-  const rssMaxLastMb = maxRss(lastThirdS, Number.POSITIVE_INFINITY)
+  const rss = (from: number, to: number) => samples.filter((s) => s.atS >= from && s.atS < to).map((s) => s.rssMb)
+  // Math.min and Math.max of no samples are ±Infinity: a third without a sample fails the checks below.
+  const rssMinMiddleMb = Math.min(...rss(warmupEndS, lastThirdS))
+  const rssMinLastMb = Math.min(...rss(lastThirdS, Number.POSITIVE_INFINITY))
+  const rssMaxBeforeLastMb = Math.max(...rss(0, lastThirdS))
+  const rssMaxLastMb = Math.max(...rss(lastThirdS, Number.POSITIVE_INFINITY))
   const settled = samples.filter((s) => s.atS >= warmupEndS)
   const rssSlopeMbPerMinute = slope(settled.map((s) => ({ x: s.atS / 60, y: s.rssMb })))
 
@@ -121,17 +131,16 @@ export function judgeSoak(run: {
   const { non2xx, socketErrors } = run.failures
   const checks: Check[] = [
     {
-      name: 'RSS flat: the last third at its highest against the middle third',
-      // Math.max of no samples is -Infinity: a third without a sample fails.
-      pass: Number.isFinite(rssMaxLastMb) && Number.isFinite(rssMaxMiddleMb) && rssMaxLastMb <= rssMaxMiddleMb + bounds.rssSlackMb,
-      figure: `${mb(rssMaxLastMb)} against ${mb(rssMaxMiddleMb)}`,
+      name: "RSS flat: the last third's lowest against the middle third's",
+      pass: Number.isFinite(rssMinLastMb) && Number.isFinite(rssMinMiddleMb) && rssMinLastMb <= rssMinMiddleMb + bounds.rssSlackMb,
+      figure: `${mb(rssMinLastMb)} against ${mb(rssMinMiddleMb)}`,
       bound: `≤ middle + ${bounds.rssSlackMb} MB`,
     },
     {
-      name: 'RSS flat: slope of the samples after warm-up',
-      pass: Math.abs(rssSlopeMbPerMinute) <= bounds.rssSlopeMbPerMinute,
-      figure: `${rssSlopeMbPerMinute >= 0 ? '+' : ''}${rssSlopeMbPerMinute.toFixed(2)} MB/min over ${settled.length} samples`,
-      bound: `≤ ${bounds.rssSlopeMbPerMinute} MB/min`,
+      name: "RSS flat: the last third's highest against the highest before it",
+      pass: Number.isFinite(rssMaxLastMb) && Number.isFinite(rssMaxBeforeLastMb) && rssMaxLastMb <= rssMaxBeforeLastMb + bounds.rssSlackMb,
+      figure: `${mb(rssMaxLastMb)} against ${mb(rssMaxBeforeLastMb)} (slope after warm-up ${rssSlopeMbPerMinute >= 0 ? '+' : ''}${rssSlopeMbPerMinute.toFixed(1)} MB/min, reported)`,
+      bound: `≤ before + ${bounds.rssSlackMb} MB`,
     },
     {
       name: 'read cache within its budget at every sample',
@@ -160,7 +169,9 @@ export function judgeSoak(run: {
     pass: checks.every((check) => check.pass),
     checks,
     figures: {
-      rssMaxMiddleMb,
+      rssMinMiddleMb,
+      rssMinLastMb,
+      rssMaxBeforeLastMb,
       rssMaxLastMb,
       rssSlopeMbPerMinute: Math.round(rssSlopeMbPerMinute * 1000) / 1000,
       cacheMaxBytes,

@@ -15,6 +15,7 @@ import { type EmbeddedServer, startEmbeddedPostgres } from '../scripts/embedded-
 import { type NodeProcess, describeExit, guardRun, logTail, procStatusKb, round, stopProcess } from '../scripts/petstore-process.js'
 import { type EngineName, machine, megabytes, resultFile, revision, seconds } from './report.js'
 import { petBody } from './scenarios.js'
+import { cpuInUse } from './rounds.js'
 import { type Engine, type Setup, build, refusalCounters, setUp } from './setup.js'
 import { type Answers, SOAK_BOUNDS, type SoakSample, type SoakVerdict, judgeSoak, p99Between } from './soak-verdict.js'
 
@@ -40,7 +41,7 @@ const USAGE = `Usage: npm run soak [-- --minutes N] [-- --engine sqlite|postgres
 Per engine (both unless --engine), \`petstore serve\` set up as the bench sets it up (10,000 pets, logging at info,
 metrics on) under a mixed load: ${PEAK_S} s at full speed with ${CONNECTIONS} connections to find the peak, then
 ${SHARE_OF_PEAK * 100} % of that rate for N minutes (default ${DEFAULT_MINUTES}), sampling the server's RSS and its read cache every ${SAMPLE_MS / 1000} s.
-Judged: RSS flat after the first third (last third's peak ≤ middle third's + ${SOAK_BOUNDS.rssSlackMb} MB, slope ≤ ${SOAK_BOUNDS.rssSlopeMbPerMinute} MB/min),
+Judged: RSS flat after the first third (the last third's low ≤ the middle third's + ${SOAK_BOUNDS.rssSlackMb} MB, its high ≤ the high before it + ${SOAK_BOUNDS.rssSlackMb} MB),
 the read cache never over its budget, p99 of the last minute ≤ ${SOAK_BOUNDS.p99Factor} × the first's, every answer 2xx.
 Writes bench/results/<timestamp>-soak.json. Exit code: 0 met, 1 missed, 2 usage, 3 the soak itself failed.`
 
@@ -221,6 +222,7 @@ async function errorLogLines(logPath: string): Promise<number> {
 }
 
 const count = (n: number) => Math.round(n).toLocaleString('en-US')
+const percent = (share: number) => `${Math.round(share * 100)} %`
 const clock = (s: number) => `${Math.floor(s / 60)}:${String(Math.floor(s % 60)).padStart(2, '0')}`
 
 /** One engine's soak: set-up, the peak, the held load with its samples, the verdict printed. */
@@ -241,14 +243,27 @@ async function soakEngine(engine: Engine, minutes: number, dir: string, started:
     const durationS = Math.round(minutes * 60)
     console.log(`soak ${engine.name}: peak ${count(peakRate)} req/s; holding ${count(rate)} req/s for ${clock(durationS)}, sampling every ${SAMPLE_MS / 1000} s`)
 
-    const samples: SoakSample[] = []
+    // Each sample also says what share of the machine's CPU other processes took since the one before: a
+    // tail that moves with it is the machine's, not the service's.
+    const samples: (SoakSample & { othersCpuShare?: number })[] = []
     const heldFrom = performance.now()
+    let cpuBefore = { ...cpuInUse(), at: heldFrom }
     let load: Promise<LoadRun> | undefined
     const sample = async () => {
-      const atS = round((performance.now() - heldFrom) / 1000, 1)
+      const now = performance.now()
+      const atS = round((now - heldFrom) / 1000, 1)
       const rssMb = megabytes(procStatusKb(service.pid, 'VmRSS'))
+      const cpu = { ...cpuInUse(), at: now }
+      const othersUs = cpu.machineUs - cpuBefore.machineUs - (cpu.benchUs - cpuBefore.benchUs)
+      const othersCpuShare = now > cpuBefore.at ? Math.max(0, round(othersUs / ((now - cpuBefore.at) * 1000 * os.cpus().length), 3)) : undefined
+      cpuBefore = cpu
       const cache = await readCacheGauges(setup.metricsUrl)
-      samples.push({ atS, rssMb, ...(cache === undefined ? {} : { cacheBytes: cache.bytes, cacheBudgetBytes: cache.budget }) })
+      samples.push({
+        atS,
+        rssMb,
+        ...(cache === undefined ? {} : { cacheBytes: cache.bytes, cacheBudgetBytes: cache.budget }),
+        ...(othersCpuShare === undefined ? {} : { othersCpuShare }),
+      })
       if (samples.length % 6 === 1) {
         console.log(
           `soak ${engine.name}: ${clock(atS)} RSS ${rssMb.toFixed(1)} MB, read cache ` +
@@ -277,9 +292,15 @@ async function soakEngine(engine: Engine, minutes: number, dir: string, started:
     const windows = samples.slice(1).map((s, i) => {
       const from = samples[i]?.atS ?? 0
       const { p99Ms, count: answered } = p99Between(held.answers, from, s.atS)
-      return { fromS: from, toS: s.atS, requestsPerSecond: round(answered / (s.atS - from), 1), p99Ms: round(p99Ms, 2) }
+      return { fromS: from, toS: s.atS, requestsPerSecond: round(answered / (s.atS - from), 1), p99Ms: round(p99Ms, 2), othersCpuShare: s.othersCpuShare }
     })
-    printEngine(engine.name, { peakRate, rate, held, verdict, errorLines, refusals, loadAverage, shutdown: describeExit(service.exit) })
+    const { spanS } = verdict.figures
+    const othersIn = (from: number, to: number) => {
+      const shares = samples.filter((s) => s.atS > from && s.atS <= to + 0.5).flatMap((s) => s.othersCpuShare ?? [])
+      return shares.length === 0 ? Number.NaN : round(shares.reduce((a, b) => a + b, 0) / shares.length, 3)
+    }
+    const othersCpu = { firstSpan: othersIn(0, spanS), lastSpan: othersIn(durationS - spanS, Number.POSITIVE_INFINITY), whole: othersIn(0, Number.POSITIVE_INFINITY) }
+    printEngine(engine.name, { peakRate, rate, held, verdict, errorLines, refusals, othersCpu, loadAverage, shutdown: describeExit(service.exit) })
     return {
       engine: engine.name,
       connections: CONNECTIONS,
@@ -299,6 +320,7 @@ async function soakEngine(engine: Engine, minutes: number, dir: string, started:
       windows,
       serverErrorLogLines: errorLines,
       refusals,
+      othersCpuShare: othersCpu,
       loadAverageAtEnd: loadAverage,
       shutdown: describeExit(service.exit),
       seeding: setup.seeding,
@@ -321,6 +343,7 @@ function printEngine(
     verdict: SoakVerdict
     errorLines: number
     refusals: string
+    othersCpu: { firstSpan: number; lastSpan: number; whole: number }
     loadAverage: number[]
     shutdown: string
   },
@@ -337,6 +360,8 @@ function printEngine(
       .join(' · ')}`,
     `  server log  ${count(run.errorLines)} lines at error level; shutdown: ${run.shutdown}`,
     `  503s        ${run.refusals}`,
+    `  others      other processes took ${percent(run.othersCpu.whole)} of the machine's CPU, ${percent(run.othersCpu.firstSpan)} in the first ` +
+      `${verdict.figures.spanS} s and ${percent(run.othersCpu.lastSpan)} in the last`,
     ...[...held.tally.failures].map((failure) => `  failure     ${failure}`),
     ...Object.entries(held.socketErrors).map(([kind, n]) => `  socket error ${kind} ×${count(n)}`),
     ...verdict.checks.map((check) => `  ${check.name}: ${check.figure}   ${check.bound}   ${check.pass ? 'PASS' : 'MISS'}`),
