@@ -137,6 +137,7 @@ export async function buildApp({
     getPetDeprecation,
     publicBaseUrl: config.publicBaseUrl,
     clock,
+    registry: metrics.registry,
   })
   registerOpenApiRoute(app)
   registerDocsRoutes(app)

@@ -63,6 +63,9 @@ export const MAX_RECENT_KEYS = 4_096
  */
 export const FINAL_RECHECK_MS = 1_000
 
+/** The read cache's budget in bytes of entryCost, unless told otherwise. */
+export const READ_CACHE_BUDGET_BYTES = 8 * 1024 * 1024
+
 /**
  * Serialised answers, bounded by what each costs in memory (entryCost: its body, a full page about 100
  * times a pet's, its key and the bookkeeping), the oldest dropped first. So the number of entries is at
@@ -80,7 +83,7 @@ export const FINAL_RECHECK_MS = 1_000
 export function createRepresentationCache({
   version,
   clock,
-  maxBytes = 8 * 1024 * 1024,
+  maxBytes = READ_CACHE_BUDGET_BYTES,
 }: {
   version: (() => number) | undefined
   clock: Clock
