@@ -15,7 +15,7 @@ const RESULTS_DIR = path.join(import.meta.dirname, 'results')
 export const megabytes = (kb: number) => round((kb * 1024) / 1e6, 1)
 
 /** The q-quantile of the values, linear between the two nearest ranks (q = 0.5: the median). */
-function quantile(values: readonly number[], q: number): number {
+export function quantile(values: readonly number[], q: number): number {
   const sorted = values.filter((value) => !Number.isNaN(value)).sort((a, b) => a - b)
   const at = (sorted.length - 1) * q
   const below = sorted[Math.floor(at)] ?? Number.NaN
@@ -57,20 +57,52 @@ function settled(values: readonly number[], target: number): boolean {
   return interval !== undefined && (interval.low > target || interval.high < target)
 }
 
-type JudgedRatios = Pick<Ratios, 'serviceFloorRatio' | 'serviceFloorP99Ratio'>
+type JudgedRatios = Pick<Ratios, 'serviceFloorRatio' | 'serviceFloorP99Ratio' | 'serviceFloorCpuRatio'>
 
-/** Per judged ratio, whether the rounds settle its verdict (ScenarioReport's `sure`). */
-function settledVerdicts(rounds: readonly JudgedRatios[], targetFloorRatio: number): { throughput: boolean; p99: boolean } {
-  return {
-    throughput: settled(rounds.map((r) => r.serviceFloorRatio), targetFloorRatio),
-    p99: settled(rounds.map((r) => r.serviceFloorP99Ratio), P99_FACTOR),
-  }
+/**
+ * What a scenario is judged against on one engine: the least service ÷ floor, the most service p99 ÷ floor
+ * p99, and, where judged, the most service CPU per request ÷ floor CPU per request (all medians over rounds).
+ */
+export interface Targets {
+  floorRatio: number
+  p99Factor: number
+  cpuFloorRatio?: number
 }
 
-/** Whether a scenario's rounds settle both judged ratios: a run adds rounds until they do (rounds.ts). */
-export function roundsSettle(rounds: readonly JudgedRatios[], targetFloorRatio: number): boolean {
-  const { throughput, p99 } = settledVerdicts(rounds, targetFloorRatio)
-  return throughput && p99
+export function targetsOf(scenario: Scenario, engine: EngineName): Targets {
+  const cpuFloorRatio = scenario.targetFloorCpuRatio?.[engine]
+  return { floorRatio: scenario.targetFloorRatio[engine], p99Factor: P99_FACTOR, ...(cpuFloorRatio === undefined ? {} : { cpuFloorRatio }) }
+}
+
+/** Per judged ratio: whether its median meets the target (`pass`), and whether the rounds settle that verdict (`sure`). */
+interface Verdicts {
+  pass: { throughput: boolean; p99: boolean; cpu?: boolean }
+  sure: { throughput: boolean; p99: boolean; cpu?: boolean }
+}
+
+/**
+ * The verdicts of the ratios judged over rounds: each median against its target, and whether its 95 %
+ * interval lies wholly on one side of it. The CPU ratio only where `targets` has one.
+ */
+export function judgeRatios(rounds: readonly JudgedRatios[], targets: Targets): Verdicts {
+  const values = (key: keyof JudgedRatios) => rounds.map((r) => r[key])
+  // Rounded as summarise rounds the medians it prints, so that a verdict never contradicts its figure.
+  const medianOf = (key: keyof JudgedRatios, digits: number) => round(median(values(key)), digits)
+  const verdicts: Verdicts = {
+    pass: { throughput: medianOf('serviceFloorRatio', 3) >= targets.floorRatio, p99: medianOf('serviceFloorP99Ratio', 2) <= targets.p99Factor },
+    sure: { throughput: settled(values('serviceFloorRatio'), targets.floorRatio), p99: settled(values('serviceFloorP99Ratio'), targets.p99Factor) },
+  }
+  if (targets.cpuFloorRatio !== undefined) {
+    verdicts.pass.cpu = medianOf('serviceFloorCpuRatio', 2) <= targets.cpuFloorRatio
+    verdicts.sure.cpu = settled(values('serviceFloorCpuRatio'), targets.cpuFloorRatio)
+  }
+  return verdicts
+}
+
+/** Whether a scenario's rounds settle every judged ratio: a run adds rounds until they do (rounds.ts). */
+export function roundsSettle(rounds: readonly JudgedRatios[], targets: Targets): boolean {
+  const { sure } = judgeRatios(rounds, targets)
+  return sure.throughput && sure.p99 && sure.cpu !== false
 }
 
 export const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
@@ -157,8 +189,8 @@ interface Ratios {
   /** Service CPU per request ÷ baseline CPU per request (each server's process, /proc): reported. */
   serviceBaselineCpuRatio: number
   /**
-   * Service CPU per request ÷ floor CPU per request: reported beside the judged req/s ratio, the cost of a
-   * request whatever the load generator left each server of the CPU.
+   * Service CPU per request ÷ floor CPU per request: the cost of a request whatever the load generator left
+   * each server of the CPU. Judged where the scenario has a `targetFloorCpuRatio`, else reported.
    */
   serviceFloorCpuRatio: number
 }
@@ -208,6 +240,8 @@ export interface ScenarioReport {
   label: string
   /** The least median service ÷ floor on this engine. */
   targetFloorRatio: number
+  /** Where judged on this engine, the most median service CPU per request ÷ floor CPU per request. */
+  targetFloorCpuRatio?: number
   warmup: PerServer<LoadResult>
   rounds: Round[]
   median: PerServer<Side> & CompanionRatios & Ratios
@@ -219,10 +253,13 @@ export interface ScenarioReport {
   peakRssMb: PerServer<number>
   /** VmRSS after the scenario. */
   rssAfterMb: PerServer<number>
-  /** Each against the floor: the median service ÷ floor, the median p99 ratio, the service's peak RSS. */
-  pass: { throughput: boolean; p99: boolean; peakRss: boolean }
+  /**
+   * Each against the floor: the median service ÷ floor, the median p99 ratio, the service's peak RSS, and
+   * where judged (`targetFloorCpuRatio`) the median CPU per request ratio.
+   */
+  pass: Verdicts['pass'] & { peakRss: boolean }
   /** Whether the median's 95 % interval lies wholly on the side of the target that `pass` says. */
-  sure: { throughput: boolean; p99: boolean }
+  sure: Verdicts['sure']
 }
 
 /** The ratios of a round: the servers were measured seconds apart. */
@@ -276,14 +313,15 @@ export function summarise(
       }
     }
   }
-  const targetFloorRatio = scenario.targetFloorRatio[engine]
+  const targets = targetsOf(scenario, engine)
+  const judged = judgeRatios(rounds, targets)
   const medians: ScenarioReport['median'] = {
     serviceFloorRatio: medianOf('serviceFloorRatio', 3),
     serviceFloorP99Ratio: medianOf('serviceFloorP99Ratio', 2),
     serviceBaselineRatio: medianOf('serviceBaselineRatio', 3),
     floorBaselineRatio: medianOf('floorBaselineRatio', 3),
     serviceBaselineCpuRatio: medianOf('serviceBaselineCpuRatio', 3),
-    serviceFloorCpuRatio: medianOf('serviceFloorCpuRatio', 3),
+    serviceFloorCpuRatio: medianOf('serviceFloorCpuRatio', 2),
     baseline: side(rounds.map((r) => r.baseline)),
     service: side(rounds.map((r) => r.service)),
     floor: side(rounds.map((r) => r.floor)),
@@ -297,7 +335,8 @@ export function summarise(
   return {
     id: scenario.id,
     label: scenario.label,
-    targetFloorRatio,
+    targetFloorRatio: targets.floorRatio,
+    ...(targets.cpuFloorRatio === undefined ? {} : { targetFloorCpuRatio: targets.cpuFloorRatio }),
     warmup,
     rounds,
     median: medians,
@@ -307,12 +346,8 @@ export function summarise(
       max: Math.max(...rounds.map((r) => r.othersCpuShare ?? Number.NaN)),
     },
     ...memory,
-    pass: {
-      throughput: medians.serviceFloorRatio >= targetFloorRatio,
-      p99: medians.serviceFloorP99Ratio <= P99_FACTOR,
-      peakRss: peakRssMb.service <= peakRssMb.floor,
-    },
-    sure: settledVerdicts(rounds, targetFloorRatio),
+    pass: { ...judged.pass, peakRss: peakRssMb.service <= peakRssMb.floor },
+    sure: judged.sure,
   }
 }
 
@@ -324,6 +359,10 @@ function table(rows: string[][]): string {
 }
 
 const target = (report: ScenarioReport) => `≥ ${report.targetFloorRatio.toFixed(2)}`
+/** The CPU target where judged (`≤ 1.15`), else empty. */
+const cpuTarget = (report: ScenarioReport) => (report.targetFloorCpuRatio === undefined ? '' : `≤ ${report.targetFloorCpuRatio.toFixed(2)}`)
+/** The CPU verdict where judged, else empty. */
+const cpuVerdict = (report: ScenarioReport) => (report.pass.cpu === undefined ? '' : verdict(report.pass.cpu, report.sure.cpu))
 
 /** A ratio's median over rounds and its interquartile range: `0.62`, `0.60-0.64`. */
 function medianAndIqr(report: ScenarioReport, key: keyof Ratios | RatioKey): [string, string] {
@@ -371,7 +410,8 @@ export function printScenario(report: ScenarioReport): void {
       `  ${ratioText(report, 'service ÷ floor', 'serviceFloorRatio', true)}   target ${target(report)}   ${verdict(pass.throughput, sure.throughput)}`,
       `  ${ratioText(report, 'service p99 ÷ floor p99', 'serviceFloorP99Ratio', true)}   target ≤ ${P99_FACTOR}   ${verdict(pass.p99, sure.p99)}`,
       `  service peak RSS ${peakRssMb.service.toFixed(1)} MB   target ≤ floor's ${peakRssMb.floor.toFixed(1)} MB   ${verdict(pass.peakRss)}`,
-      `  ${ratioText(report, 'service CPU per request ÷ floor CPU per request', 'serviceFloorCpuRatio')}`,
+      `  ${ratioText(report, 'service CPU per request ÷ floor CPU per request', 'serviceFloorCpuRatio', report.pass.cpu !== undefined)}` +
+        (report.pass.cpu === undefined ? '' : `   target ${cpuTarget(report)}   ${cpuVerdict(report)}`),
       `  ${ratioText(report, 'service ÷ baseline', 'serviceBaselineRatio')}`,
       `  ${ratioText(report, 'floor ÷ baseline', 'floorBaselineRatio')}`,
       `  ${ratioText(report, 'service CPU per request ÷ baseline CPU per request', 'serviceBaselineCpuRatio')}`,
@@ -385,7 +425,7 @@ function printSummary(reports: ScenarioReport[]): void {
   console.log(
     '\nSummary (medians over rounds; in brackets the 95 % interval of a judged median, else the interquartile range of the rounds; ' +
       'MISS? or PASS?: that interval reaches the target; judged against the floor of the same round: service req/s ÷ floor req/s, ' +
-      `service p99 ≤ ${P99_FACTOR} × floor p99, service peak RSS ≤ floor peak RSS; ` +
+      `service p99 ≤ ${P99_FACTOR} × floor p99, service peak RSS ≤ floor peak RSS, and where a target is shown service CPU per request ÷ floor's; ` +
       "floor: Fastify with pino, prom-client and @fastify/rate-limit on the baseline's store" +
       (companions.includes('postgresJs') ? '; the baseline is node-postgres, pjs the postgres.js baseline' : '') +
       (companions.includes('pooled')
@@ -414,7 +454,9 @@ function printSummary(reports: ScenarioReport[]): void {
           'CPU µs svc',
           'CPU µs floor',
           'CPU µs base',
-          'CPU svc ÷ floor (IQR)',
+          'CPU svc ÷ floor',
+          'target',
+          '',
           'CPU svc ÷ base',
           'others CPU',
           ...companions.flatMap((id) => {
@@ -443,7 +485,9 @@ function printSummary(reports: ScenarioReport[]): void {
           r.median.service.cpuUsPerRequest.toFixed(1),
           r.median.floor.cpuUsPerRequest.toFixed(1),
           r.median.baseline.cpuUsPerRequest.toFixed(1),
-          ratioCell(r, 'serviceFloorCpuRatio'),
+          ratioCell(r, 'serviceFloorCpuRatio', r.pass.cpu !== undefined),
+          cpuTarget(r),
+          cpuVerdict(r),
           r.median.serviceBaselineCpuRatio.toFixed(2),
           percent(r.othersCpuShare.median),
           ...companions.flatMap((id) => [
@@ -480,7 +524,8 @@ export async function revision(): Promise<{ commit: string; srcChanged: boolean 
   }
 }
 
-function resultFile(startedAt: Date, suffix: string): string {
+/** bench/results/<ISO timestamp><suffix>.json, the folder made if missing: the bench's and the soak's. */
+export function resultFile(startedAt: Date, suffix: string): string {
   fs.mkdirSync(RESULTS_DIR, { recursive: true })
   return path.join(RESULTS_DIR, `${startedAt.toISOString().replace(/[:.]/g, '-')}${suffix}.json`)
 }
@@ -499,14 +544,15 @@ export function writeReport(
   const companions = COMPANION_IDS.filter((id) => reports.some((r) => r.median[id] !== undefined))
   const peakRss: PerServer<number> = { service: peakOf('service'), baseline: peakOf('baseline'), floor: peakOf('floor') }
   for (const id of companions) peakRss[id] = peakOf(id)
-  const allPass = reports.every((r) => r.pass.throughput && r.pass.p99 && r.pass.peakRss)
+  const allPass = reports.every((r) => r.pass.throughput && r.pass.p99 && r.pass.peakRss && r.pass.cpu !== false)
   const targets = {
     serviceFloorRatioAtLeast: Object.fromEntries(reports.map((r) => [r.id, r.targetFloorRatio])),
     serviceFloorP99RatioAtMost: P99_FACTOR,
     servicePeakRssAtMost: 'floor',
+    serviceFloorCpuRatioAtMost: Object.fromEntries(reports.flatMap((r) => (r.targetFloorCpuRatio === undefined ? [] : [[r.id, r.targetFloorCpuRatio]]))),
   }
   const file = resultFile(startedAt, `-${run.engine}${run.mode === 'quick' ? '-quick' : ''}`)
-  const unsure = reports.filter((r) => !r.sure.throughput || !r.sure.p99).length
+  const unsure = reports.filter((r) => !r.sure.throughput || !r.sure.p99 || r.sure.cpu === false).length
   const verdictsSure = unsure === 0
   fs.writeFileSync(file, JSON.stringify({ ...run.header, targets, peakRssMb: peakRss, allTargetsMet: allPass, verdictsSure, scenarios: reports }, null, 2) + '\n')
   const noise = verdictsSure ? '' : `; ${unsure} of ${reports.length} scenarios within the noise of a target (PASS? or MISS?)`

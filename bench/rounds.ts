@@ -7,7 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { type NodeProcess, ROOT, describeExit, round } from '../scripts/petstore-process.js'
 import type { LoadOptions, LoadResult, LoadTool } from './load.js'
-import { type CompanionId, type EngineName, type PerServer, type Round, type ScenarioReport, roundRatios, roundsSettle } from './report.js'
+import { type CompanionId, type EngineName, type PerServer, type Round, type ScenarioReport, roundRatios, roundsSettle, targetsOf } from './report.js'
 import { CONNECTIONS, type Scenario, petBody } from './scenarios.js'
 import { parseWrk, wrkArgs, wrkScript } from './wrk.js'
 
@@ -41,7 +41,7 @@ function processCpuUs(pid: number): number {
  * and by the bench, this process and all its descendants (servers, load generators, the PostgreSQL server
  * and its backends; those that exited through their parents' counts of reaped children).
  */
-function cpuInUse(): { machineUs: number; benchUs: number } {
+export function cpuInUse(): { machineUs: number; benchUs: number } {
   const [user, nice, system, , , irq, softirq, steal] = (/^cpu\s+(.*)$/m.exec(fs.readFileSync('/proc/stat', 'utf8'))?.[1] ?? '').split(/\s+/).map(Number)
   const cpuTicks = new Map<number, number>()
   const children = new Map<number, number[]>()
@@ -170,7 +170,7 @@ export interface Servers {
  * service, floor and each companion run once, in the order roundOrder gives, each a fresh load
  * generator; the ratios of a round compare runs seconds apart. Then more rounds, a whole cycle of the
  * order at a time, up to `maxRounds`, while the medians judged are not settled: while the 95 % interval
- * of either still reaches its target (roundsSettle), so that more rounds would not turn the verdict.
+ * of any still reaches its target (roundsSettle), so that more rounds would not turn the verdict.
  */
 export async function measureScenario(
   scenario: Scenario,
@@ -214,7 +214,8 @@ export async function measureScenario(
   for (const [id, server] of entries) warmup[id] = await measure(server, mode.warmupS)
   const rounds: Round[] = []
   const cycle = entries.length % 2 === 0 ? entries.length : 2 * entries.length
-  const settled = () => roundsSettle(rounds, scenario.targetFloorRatio[run.engine])
+  const targets = targetsOf(scenario, run.engine)
+  const settled = () => roundsSettle(rounds, targets)
   const more = (index: number) => index < mode.rounds || (index < mode.maxRounds && (index % cycle !== 0 || !settled()))
   for (let index = 0; more(index); index++) {
     const cpuBefore = cpuInUse()

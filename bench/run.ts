@@ -34,7 +34,7 @@ import {
 } from './report.js'
 import { type Servers, killLoadGenerators, measureScenario } from './rounds.js'
 import { CONNECTIONS, SCENARIOS } from './scenarios.js'
-import { type BaselineKind, type Engine, SEED_PETS, type Setup, build, compileBaselines, setUp, startBaseline, startService } from './setup.js'
+import { type BaselineKind, type Engine, SEED_PETS, type Setup, build, compileBaselines, refusalCounters, setUp, startBaseline, startService } from './setup.js'
 
 const KILL_AFTER_MS = 5_000
 
@@ -119,17 +119,6 @@ function failedRequests(logPath: string): string {
   }
   if (byStatus.size === 0) return 'the service logged no 4xx or 5xx answer'
   return [...byStatus].map(([status, { count, example }]) => `the service logged ${count} answers ${status}, e.g. ${example}`).join('\n')
-}
-
-/** The service's own count of its 503s by cause (the request log line does not name the error code). */
-async function refusalCounters(metricsUrl: string): Promise<string> {
-  try {
-    const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(2_000) })).text()
-    const lines = text.split('\n').filter((line) => /^petstore_(db_unavailable_total|overload_rejections_total)\b/.test(line))
-    return `the service's 503 counters: ${lines.join('; ') || 'none found'}`
-  } catch (error) {
-    return `the service's metrics could not be read: ${(error as Error).message}`
-  }
 }
 
 /**

@@ -1,4 +1,4 @@
-// autocannon ships no types; this covers only what scripts/soak.ts uses, as its README documents it.
+// autocannon ships no types; this covers only what bench/soak.ts and bench/load.ts use, as its README documents it.
 declare module 'autocannon' {
   import type { EventEmitter } from 'node:events'
 

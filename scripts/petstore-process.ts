@@ -1,5 +1,5 @@
-// One harness for running `petstore` as a real process, shared by the tools that need one (the soak,
-// scripts/soak.ts; the benchmark, bench/) and by the tests that spawn it (test/processes.ts): free ports,
+// One harness for running `petstore` as a real process, shared by the tools that need one (the benchmark
+// and its soak, bench/) and by the tests that spawn it (test/processes.ts): free ports,
 // `petstore serve` up, ready and down (SIGTERM, then SIGKILL), a key, memory and the end of a log.
 // It lives with the tools, not under test/, because tools never import from test/; tests may import it.
 // Nothing here tracks processes: each caller keeps what it started and cleans up in its own way.

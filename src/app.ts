@@ -139,6 +139,7 @@ export async function buildApp({
     getPetDeprecation,
     publicBaseUrl: config.publicBaseUrl,
     clock,
+    registry: metrics.registry,
   })
   registerOpenApiRoute(app)
   registerDocsRoutes(app)

@@ -63,14 +63,19 @@ export const MAX_RECENT_KEYS = 4_096
  */
 export const FINAL_RECHECK_MS = 1_000
 
+/** The read cache's budget in bytes of entryCost, unless told otherwise. */
+export const READ_CACHE_BUDGET_BYTES = 8 * 1024 * 1024
+
 /**
  * Serialised answers, bounded by what each costs in memory (entryCost: its body, a full page about 100
  * times a pet's, its key and the bookkeeping), the oldest dropped first. So the number of entries is at
  * most `maxBytes / ENTRY_OVERHEAD_BYTES`, however small the answers a client can make it keep.
  *
- * - With `version` (an engine that can tell exactly and cheaply when any pet may have changed, in
- *   any process): every answer is kept until the version moves, then all are forgotten. Exact, never
- *   time-based: a client never sees an answer older than the database.
+ * - With `version` (an engine that can tell exactly when any pet may have changed, in any process):
+ *   every answer is kept until the version moves, then all are forgotten. Exact for every answer that a
+ *   write through the API can change: a client never sees one older than the database. A final answer
+ *   asks the version at most once a FINAL_RECHECK_MS, so a change made outside the API reaches it within
+ *   that time.
  * - Without it: only final answers are kept, from the second time their key is read within about a
  *   second, and each is read again once FINAL_RECHECK_MS has passed. No write through the API, from
  *   any instance, can make one stale; a change made outside the API is seen within that time.
@@ -78,13 +83,13 @@ export const FINAL_RECHECK_MS = 1_000
 export function createRepresentationCache({
   version,
   clock,
-  maxBytes = 8 * 1024 * 1024,
+  maxBytes = READ_CACHE_BUDGET_BYTES,
 }: {
   version: (() => number) | undefined
   clock: Clock
   maxBytes?: number
 }): RepresentationCache {
-  const entries = new Map<string, { answer: Representation; readAt: number; cost: number }>()
+  const entries = new Map<string, { answer: Representation; readAt: number; cost: number; final: boolean }>()
   let bytes = 0
   const forget = (key: string) => {
     const old = entries.get(key)
@@ -92,7 +97,7 @@ export function createRepresentationCache({
     entries.delete(key)
     bytes -= old.cost
   }
-  const keep = (key: string, answer: Representation, readAt: number) => {
+  const keep = (key: string, answer: Representation, readAt: number, final: boolean) => {
     forget(key)
     const cost = entryCost(key, answer)
     // One larger than the whole budget is never kept, and empties nothing.
@@ -105,14 +110,23 @@ export function createRepresentationCache({
         if (bytes + cost <= maxBytes) break
       }
     }
-    entries.set(key, { answer, readAt, cost })
+    entries.set(key, { answer, readAt, cost, final })
     bytes += cost
   }
 
   if (version !== undefined) {
     let cachedAt = Number.NaN
+    // When the version was last asked. No write through the API can change a final answer, so a hit on
+    // one asks it at most once a FINAL_RECHECK_MS: SQLite's pragma is a read transaction, a cached read's
+    // largest cost of ours (bench/findings.md), and a change made outside the API reaches a final answer
+    // within that time, as on an engine without a version.
+    let askedAt = Number.NEGATIVE_INFINITY
     return {
       get(key, build) {
+        const now = clock.now()
+        const cached = entries.get(key)
+        if (cached?.final === true && now - askedAt < FINAL_RECHECK_MS && now >= askedAt) return cached.answer
+        askedAt = now
         const before = version()
         if (before !== cachedAt) {
           entries.clear()
@@ -121,10 +135,10 @@ export function createRepresentationCache({
         }
         const hit = entries.get(key)
         if (hit !== undefined) return hit.answer
-        return build().then(({ answer }) => {
+        return build().then(({ answer, final }) => {
           // Kept only if nothing changed while it was read (versions only grow, so then no other
           // request has emptied the cache meanwhile): it is exactly the data of `before`.
-          if (version() === before) keep(key, answer, 0)
+          if (version() === before) keep(key, answer, 0, final)
           return answer
         })
       },
@@ -154,7 +168,7 @@ export function createRepresentationCache({
       if (hit !== undefined && now - hit.readAt < FINAL_RECHECK_MS && now >= hit.readAt) return hit.answer
       return build().then(({ answer, final }) => {
         if (!final) forget(key)
-        else if (hit !== undefined || cameBack(key, now)) keep(key, answer, now)
+        else if (hit !== undefined || cameBack(key, now)) keep(key, answer, now, true)
         return answer
       })
     },

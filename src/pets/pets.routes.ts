@@ -1,9 +1,11 @@
 import type { FastifyInstance, FastifyReply, onRequestHookHandler } from 'fastify'
+import type { Registry } from 'prom-client'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { requireScope } from '../api-keys/api-keys.auth.js'
 import type { Clock } from '../shared/clock.js'
 import { conditionalGet } from './pets.conditional.js'
-import { type Representation, createRepresentationCache, representation } from './pets.representation-cache.js'
+import { READ_CACHE_BUDGET_BYTES, type Representation, createRepresentationCache, representation } from './pets.representation-cache.js'
+import { watchReadCache } from './pets.metrics.js'
 import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
 import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED_HEADER } from '../http/header-names.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
@@ -22,6 +24,8 @@ export interface PetsRoutesDeps {
   getPetDeprecation: DeprecationHooks
   publicBaseUrl: string
   clock: Clock
+  /** Where the read cache's size and budget are exported. */
+  registry: Registry
 }
 
 /**
@@ -45,13 +49,14 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
   // Pet, NewPet and the status filter refer to it by name (see Named): the serializer and the document resolve it here.
   app.addSchema(PetStatusSchema)
-  const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl, clock } = deps
+  const { pets, idempotency, authenticate, getPetDeprecation, publicBaseUrl, clock, registry } = deps
   const petUrl = (pet: Pet) => `${publicBaseUrl}${PETS_PATH}/${pet.id}`
   // Reads are answered from serialised bytes, cached as long as they are known to be current (see
   // createRepresentationCache). A pet once found is final (CREATES_AND_READS says why); so is a page
   // that has a next page, since `list` waits for any lower id still being created (PetsRepository), so
   // no later create can enter it. The last page is not: creates extend it.
-  const answers = createRepresentationCache({ version: pets.version, clock })
+  const answers = createRepresentationCache({ version: pets.version, clock, maxBytes: READ_CACHE_BUDGET_BYTES })
+  watchReadCache(registry, answers, READ_CACHE_BUDGET_BYTES)
   const send = (reply: FastifyReply, answer: Representation) => {
     reply.header('etag', answer.etag).type('application/json; charset=utf-8')
     if (answer.link !== undefined) reply.header('link', answer.link)

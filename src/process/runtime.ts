@@ -33,7 +33,7 @@ export function unsupportedNode(version: string): string | undefined {
 }
 
 /** Half of V8's young generation, in MiB, for `petstore serve` (docs/decisions/0011-node-runtime.md). */
-export const SEMI_SPACE_MIB = 4
+export const SEMI_SPACE_MIB = 8
 
 /** glibc's malloc arenas for `petstore serve` (docs/decisions/0011-node-runtime.md). */
 export const MALLOC_ARENAS = 2
@@ -43,7 +43,7 @@ export const MALLOC_ARENAS = 2
  * when a process starts, so the entry point replaces its process image (same pid) with them first; what
  * the operator chose is kept.
  * - `--max-semi-space-size=SEMI_SPACE_MIB`, unless a size is given on the command line or in NODE_OPTIONS:
- *   Node lets the young generation grow far larger under load.
+ *   V8 would size it from the machine's memory instead, which differs between the machines a fleet runs on.
  * - `MALLOC_ARENA_MAX=MALLOC_ARENAS` in the environment, unless it is set: glibc gives each thread that
  *   allocates (the probe thread, libuv's pool) an arena of its own, whose pages stay in RSS. Other C
  *   libraries ignore it.

@@ -204,6 +204,9 @@ export function closeOnSignals(
     if (stoppingSince === undefined) {
       stoppingSince = performance.now()
       logger.info({ signal }, 'shutting down')
+      // Written now rather than when the buffer fills: a stop that the deadline ends with SIGKILL loses
+      // what is still buffered, and this line says when the stop began.
+      void flushLog(logger)
       exitByDeadline(shutdownDeadlineMs(config))
       grace.close()
     } else if (signal === 'SIGINT' && performance.now() - stoppingSince > SAME_STOP_MS) {

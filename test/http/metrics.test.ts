@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test'
 import { createApiKeysService } from '../../src/api-keys/api-keys.service.js'
 import { ConfigError, loadConfig } from '../../src/config.js'
 import { createMetrics, type Metrics } from '../../src/http/metrics.js'
+import { ENTRY_OVERHEAD_BYTES, READ_CACHE_BUDGET_BYTES } from '../../src/pets/pets.representation-cache.js'
 import { ENGINES, ROOT, type TestApp, buildTestApp, createTestDatabase, errorBody, postPet, useTestApp } from '../helper.js'
 import { startPetstore } from '../../scripts/petstore-process.js'
 import { cleanupProcesses, freePort, runCli, startServer, stopServer, trackedTempDir } from '../processes.js'
@@ -145,6 +146,15 @@ for (const engine of ENGINES) {
       assert.ok(!text.includes(fx.key), 'the secret appears in the metrics')
       assert.ok(!text.includes(fx.key.slice(8, 20)), 'part of the secret appears in the metrics')
       assert.ok(!text.includes('ps_live_'))
+    })
+
+    it('exports what the read cache holds, in the bytes its budget counts, and that budget', () => {
+      const bytes = sample(text, 'petstore_read_cache_bytes') ?? Number.NaN
+      const entries = sample(text, 'petstore_read_cache_entries') ?? Number.NaN
+      assert.equal(sample(text, 'petstore_read_cache_budget_bytes'), READ_CACHE_BUDGET_BYTES)
+      // SQLite keeps the page and the pet read again; PostgreSQL never the last page, and the pet once read again within a second.
+      assert.ok(engine === 'sqlite' ? entries === 2 : entries >= 0 && entries <= 1, `entries ${entries}`)
+      assert.ok(bytes >= entries * ENTRY_OVERHEAD_BYTES && bytes <= READ_CACHE_BUDGET_BYTES, `bytes ${bytes}`)
     })
 
     if (engine !== 'sqlite') {

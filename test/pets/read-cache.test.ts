@@ -65,6 +65,48 @@ describe('representation cache', () => {
     assert.equal(builds, 7)
   })
 
+  it('with a version: a final answer asks it at most once a FINAL_RECHECK_MS, an answer that is not final at every read', async () => {
+    const clock = new ManualClock()
+    let version = 1
+    let asked = 0
+    let builds = 0
+    const cache = createRepresentationCache({
+      version: () => {
+        asked++
+        return version
+      },
+      clock,
+    })
+    const get = (key: string, final: boolean) =>
+      cache.get(key, async () => {
+        builds++
+        return built(representation(key), final)
+      })
+    await get('pet', true)
+    const afterFirst = asked
+    for (let i = 0; i < 5; i++) await get('pet', true)
+    assert.equal(asked, afterFirst, 'a final hit within the second asked the version')
+    assert.equal(builds, 1)
+    await get('last page', false)
+    await get('last page', false)
+    assert.equal(asked, afterFirst + 3, 'an answer that is not final asks at every read (twice for a read that builds)')
+    // A change outside the API (the version moves with no write of ours) reaches the final answer once
+    // FINAL_RECHECK_MS has passed since the version was last asked, and not before.
+    version++
+    clock.advance(FINAL_RECHECK_MS - 1)
+    await get('pet', true)
+    assert.equal(builds, 2, 'served from memory within the second')
+    clock.advance(1)
+    await get('pet', true)
+    assert.equal(builds, 3, 'read again once FINAL_RECHECK_MS had passed')
+    // A read that is not final sees a move at once, and forgets the final answers with the rest.
+    await get('pet', true)
+    version++
+    await get('last page', false)
+    await get('pet', true)
+    assert.equal(builds, 5)
+  })
+
   it('without a version: keeps only final answers whose key comes back, each read again once FINAL_RECHECK_MS has passed', async () => {
     const clock = new ManualClock()
     const cache = createRepresentationCache({ version: undefined, clock, maxBytes: 2 * entryCost('aaaa', representation('aaaa12')) })
@@ -186,19 +228,30 @@ describe('read answers cached exactly on sqlite', () => {
     assert.equal((JSON.parse((await list()).body) as unknown[]).length, before.length + 1)
   })
 
-  it('sees a pet another connection (any process) commits, on the very next read', async (t) => {
+  it('sees a pet another connection (any process) commits on the very next read, and a change outside the API within FINAL_RECHECK_MS', async (t) => {
     const pet = JSON.parse((await postPet(testApp, key, '{"name":"Kit","categoryId":3,"status":"sold"}')).body) as { id: number }
     const cached = await list(`/v1/pets/${pet.id}`)
     const other = new Sqlite(file)
     t.after(() => other.close())
-    other.prepare("UPDATE pets SET name = 'Renamed elsewhere' WHERE id = ?").run(pet.id)
+    const rename = (name: string) => other.prepare('UPDATE pets SET name = ? WHERE id = ?').run(name, pet.id)
+    // A request sent after a commit reaches the server in a later turn of its event loop.
+    const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
+    rename('Renamed elsewhere')
     other.prepare("INSERT INTO pets (name, category_id, status, created_at) VALUES ('Outsider', 9, 'sold', 0)").run()
-    // A request sent after that commit reaches the server in a later turn of its event loop.
-    await new Promise((resolve) => setImmediate(resolve))
+    await nextTurn()
+    // No write through the API changes a pet once found: its answer asks the version at most once a second.
+    assert.equal((await list(`/v1/pets/${pet.id}`)).body, cached.body)
+    // A page that creates can change asks at every read, and a move forgets every answer.
+    assert.match((await list('/v1/pets?status=sold')).body, /Outsider/)
     const fresh = await list(`/v1/pets/${pet.id}`)
     assert.match(fresh.body, /Renamed elsewhere/)
     assert.notEqual(fresh.headers.etag, cached.headers.etag)
-    assert.match((await list('/v1/pets?status=sold')).body, /Outsider/)
+    // Where only final answers are read, a change outside the API reaches them once FINAL_RECHECK_MS has passed.
+    rename('Renamed again')
+    await nextTurn()
+    assert.match((await list(`/v1/pets/${pet.id}`)).body, /Renamed elsewhere/)
+    testApp.clock.advance(FINAL_RECHECK_MS)
+    assert.match((await list(`/v1/pets/${pet.id}`)).body, /Renamed again/)
   })
 
   it('does not cache errors', async () => {
