@@ -2,7 +2,7 @@
 // `npm run bench:replicas [-- --rounds N]`. A primary and two streaming standbys of Debian's PostgreSQL
 // (scripts/pg-cluster.ts), 10,000 pets, and two `petstore serve` on them: one with every query on the primary,
 // one with DATABASE_REPLICA_URLS naming both standbys. Each round drives each once with wrk (bench/wrk.ts), in
-// turns, for getPet, a first page with a next one (standby-served) and a filtered page. It reports, it does not
+// turns, for getPet, a first page with a next one (standby-served), a filtered page and the pages of many walks. It reports, it does not
 // judge: on a machine of a few cores the servers, the load generator and the three PostgreSQL servers share it.
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
@@ -11,6 +11,7 @@ import path from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import pg from 'pg'
 import { clusterUnavailable, startReplicaCluster } from '../scripts/pg-cluster.js'
+import { encodeCursor } from '../src/pets/pets.cursor.js'
 import { type PetstoreProcess, ROOT, createKey, freePort, startPetstore, stopProcess } from '../scripts/petstore-process.js'
 import type { LoadOptions, LoadResult } from './load.js'
 import type { ScenarioId } from './scenarios.js'
@@ -19,7 +20,13 @@ import { parseWrk, wrkArgs, wrkScript } from './wrk.js'
 const PETS = 10_000
 const CONNECTIONS = 50
 const ROUND_S = 2
-const SCENARIOS: readonly ScenarioId[] = ['getOne', 'list20', 'list100']
+/**
+ * `walk`: pages of 20 after ids spread over the seeded ones, each cursor as a walk's next page carries it
+ * (`p1`, no position: any standby in the bound may answer), so that nearly every page misses the read
+ * cache and is read from the database, as the pages of many clients' walks are.
+ */
+type Scenario = ScenarioId | 'walk'
+const SCENARIOS: readonly Scenario[] = ['getOne', 'list20', 'list100', 'walk']
 const SERVERS = ['primary only', 'with standbys'] as const
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '8' } }, strict: true })
@@ -34,11 +41,33 @@ const median = (numbers: number[]) => {
   return sorted.length % 2 === 1 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2
 }
 
-async function wrk(options: LoadOptions, ids: readonly string[], dir: string): Promise<LoadResult> {
+/** wrk's script and arguments for `walk`: the same stride over the cursors as getOne's over the ids. */
+function walkRun(options: Omit<LoadOptions, 'scenario'>, script: string): string[] {
+  const cursors = Array.from({ length: PETS - 100 }, (_, i) => encodeCursor(BigInt(i + 1), undefined))
+  const lines = [
+    `wrk.headers["Authorization"] = ${JSON.stringify(`Bearer ${options.key}`)}`,
+    `local cursors = { ${cursors.map((cursor) => JSON.stringify(cursor)).join(', ')} }`,
+    'local index = 0',
+    'request = function()',
+    '  index = (index + 7919) % #cursors',
+    '  return wrk.format("GET", "/v1/pets?limit=20&cursor=" .. cursors[index + 1])',
+    'end',
+  ]
+  fs.writeFileSync(script, `${lines.join('\n')}\n`)
+  return ['-t1', `-c${options.connections}`, `-d${options.durationS}s`, '--timeout', '10s', '--latency', '-s', script, `${options.baseUrl}/v1/pets`]
+}
+
+async function wrk(options: Omit<LoadOptions, 'scenario'> & { scenario: Scenario }, ids: readonly string[], dir: string): Promise<LoadResult> {
   const script = path.join(dir, 'wrk.lua')
-  fs.writeFileSync(script, wrkScript(options, ids))
+  const { scenario } = options
+  let args: string[]
+  if (scenario === 'walk') args = walkRun(options, script)
+  else {
+    fs.writeFileSync(script, wrkScript({ ...options, scenario }, ids))
+    args = wrkArgs({ ...options, scenario }, script)
+  }
   try {
-    const { stdout, stderr } = await promisify(execFile)('wrk', wrkArgs(options, script), { timeout: (options.durationS + 30) * 1000 })
+    const { stdout, stderr } = await promisify(execFile)('wrk', args, { timeout: (options.durationS + 30) * 1000 })
     return parseWrk(0, stdout + stderr)
   } catch (error) {
     const { code, stdout = '', stderr = '' } = error as { code?: number; stdout?: string; stderr?: string }
