@@ -10,12 +10,11 @@ export const SOAK_BOUNDS = {
    */
   warmupShare: 1 / 3,
   /**
-   * RSS flat: the last third's highest sample at most the highest before it plus this (no new high). V8's
-   * old generation grows and is collected in a sawtooth of up to 45 MB, a major collection every 90 to over
-   * 160 s on PostgreSQL (the soaks of 28 November): a fitted slope over two minutes swung to +12 and +21
-   * MB/min with no leak, and the last third's lowest sample stood 33 MB over the middle third's when no
-   * collection fell in it. Growth raises the highs wherever the collections fall, as V8 sets the next one
-   * by what survived the last. The slope and the lows are reported.
+   * RSS flat: the last third's highest sample at most the highest before it plus this (no new high). Not a
+   * slope, nor the lows: V8 collects its old generation in a sawtooth whose period is of the order of the
+   * thirds, so a fitted slope and a third's lowest sample follow where the major collections fall
+   * (findings.md, The soak's bounds). Growth raises the highs wherever they fall, as V8 sets the next
+   * collection by what survived the last. The slope and the lows are reported.
    */
   rssSlackMb: 10,
   /** The tail: p99 of the last span at most this many times p99 of the first. */
