@@ -223,9 +223,9 @@ export async function startService(
       RATE_LIMIT_PER_KEY: '1000000000',
       // Likewise the load shedder samples the event loop as in production (0 turns only the comparison off:
       // @fastify/under-pressure keeps its histogram, its timer and its hook), but a 503 would stop the run.
-      // A threshold does not do: a sample of 250 ms with no event-loop reading, the process starved of the
-      // CPU that long on a shared machine, counts as an infinite delay whatever the threshold, and 2000 ms
-      // shed the seeding of the soak at a load average of 9.
+      // A high threshold does not do: a sample of 250 ms with no event-loop reading, the process starved of
+      // the CPU that long on a shared machine, counts as an infinite delay whatever the threshold
+      // (findings.md, The load shedder on a starved process).
       OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
       SHUTDOWN_DRAIN_MS: '0',
       METRICS_PORT: String(metricsPort),

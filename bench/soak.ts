@@ -41,7 +41,7 @@ const USAGE = `Usage: npm run soak [-- --minutes N] [-- --engine sqlite|postgres
 Per engine (both unless --engine), \`petstore serve\` set up as the bench sets it up (10,000 pets, logging at info,
 metrics on) under a mixed load: ${PEAK_S} s at full speed with ${CONNECTIONS} connections to find the peak, then
 ${SHARE_OF_PEAK * 100} % of that rate for N minutes (default ${DEFAULT_MINUTES}), sampling the server's RSS and its read cache every ${SAMPLE_MS / 1000} s.
-Judged: RSS flat after the first third (the last third's low ≤ the middle third's + ${SOAK_BOUNDS.rssSlackMb} MB, its high ≤ the high before it + ${SOAK_BOUNDS.rssSlackMb} MB),
+Judged: RSS flat after the first third (the last third's highest ≤ the highest before it + ${SOAK_BOUNDS.rssSlackMb} MB),
 the read cache never over its budget, p99 of the last minute ≤ ${SOAK_BOUNDS.p99Factor} × the first's, every answer 2xx.
 Writes bench/results/<timestamp>-soak.json. Exit code: 0 met, 1 missed, 2 usage, 3 the soak itself failed.`
 
