@@ -33,7 +33,7 @@ export function unsupportedNode(version: string): string | undefined {
 }
 
 /** Half of V8's young generation, in MiB, for `petstore serve` (docs/decisions/0011-node-runtime.md). */
-export const SEMI_SPACE_MIB = 8
+export const SEMI_SPACE_MIB = 4
 
 /** glibc's malloc arenas for `petstore serve` (docs/decisions/0011-node-runtime.md). */
 export const MALLOC_ARENAS = 2
