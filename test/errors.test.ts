@@ -3,7 +3,7 @@ import net from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import Sqlite from 'better-sqlite3'
 import { ERROR_CODES, ERROR_STATUS } from '../src/errors.js'
-import { ENGINES, type Engine, buildTestApp, errorBody, postPet, type TestApp, useTestApp } from './helper.js'
+import { CONTRACT_ENGINES, type Engine, buildTestApp, errorBody, postPet, type TestApp, useTestApp } from './helper.js'
 
 /** Sends raw bytes to a listening server and returns what it answered, up to the close. */
 function rawRequest(port: number, bytes: string): Promise<string> {
@@ -34,7 +34,7 @@ function outageError(engine: Engine): Error {
     : Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
 }
 
-for (const engine of ENGINES) {
+for (const engine of CONTRACT_ENGINES) {
   describe(`error responses on ${engine}`, () => {
     const fx = useTestApp(engine)
 

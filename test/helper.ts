@@ -46,7 +46,8 @@ export interface StandbyServers {
 
 /**
  * ENGINES and, when test/run.ts started them, the standbys engines: for the suites of the API's contract
- * (pets, pages, caching, authentication), which must hold with reads on standbys too.
+ * (pets, pages, caching, authentication, scopes, idempotency, errors, deprecation), which must hold with reads
+ * on standbys too.
  */
 export const CONTRACT_ENGINES: readonly Engine[] = [
   ...ENGINES,

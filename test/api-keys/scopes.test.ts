@@ -10,7 +10,7 @@ import { MIGRATION_NAMES } from '../../src/storage/migrations/names.js'
 import { runMigrations } from '../../src/storage/migrations/run-migrations.js'
 import { openStorage } from '../../src/repositories.js'
 import { migrationsOf, withKysely } from '../migrations.js'
-import { ENGINES, ManualClock, createTestDatabase, errorBody, postPet, storageEngine, useTestApp } from '../helper.js'
+import { CONTRACT_ENGINES, ManualClock, createTestDatabase, errorBody, postPet, storageEngine, useTestApp } from '../helper.js'
 
 const FORBIDDEN_CHALLENGE = (scope: Scope) => `Bearer realm="petstore", error="insufficient_scope", scope="${scope}"`
 const NEW_PET = '{"name":"Scoped","categoryId":1}'
@@ -18,7 +18,7 @@ const NEW_PET = '{"name":"Scoped","categoryId":1}'
 /** The key sets a key may hold, by name. */
 const KEY_SETS = { 'pets:read': ['pets:read'], 'pets:write': ['pets:write'], 'pets:read,pets:write': ['pets:read', 'pets:write'] } as const
 
-for (const engine of ENGINES) {
+for (const engine of CONTRACT_ENGINES) {
   describe(`scoped keys on ${engine}`, () => {
     const fx = useTestApp(engine)
     const keyOf = (scopes: readonly Scope[]) => fx.testApp.createKey({ name: scopes.join(','), scopes })

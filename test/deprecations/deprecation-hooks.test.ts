@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict'
 import { before, describe, it } from 'node:test'
 import { GET_PET_SUNSET } from '../../src/deprecations/deprecations.policy.js'
-import { ENGINES, ManualClock, buildTestApp, errorBody, postPet, useTestApp } from '../helper.js'
+import { CONTRACT_ENGINES, ManualClock, buildTestApp, errorBody, postPet, useTestApp } from '../helper.js'
 
 const SUNSET = GET_PET_SUNSET.toUTCString()
 /** getPet's successor Link where PUBLIC_BASE_URL is `base`. */
 const successorLink = (base: string) => `<${base}/v1/pets>; rel="successor-version"`
 
-for (const engine of ENGINES) {
+for (const engine of CONTRACT_ENGINES) {
   describe(`deprecated getPet on ${engine}`, () => {
     const fx = useTestApp(engine, { env: { GETPET_DEPRECATED_AT: '2027-01-01T00:00:00Z' } })
     let petId: number

@@ -12,7 +12,7 @@ import { IDEMPOTENCY_ABANDONED_AFTER_MS, IDEMPOTENCY_RETENTION_MS } from '../../
 import { createPetFingerprint } from '../../src/pets/pets.service.js'
 import { createLogger } from '../../src/logger.js'
 import { openStorage, type Storage } from '../../src/repositories.js'
-import { ENGINES, type Engine, type TestApp, errorBody, listPetsText, useTestApp } from '../helper.js'
+import { CONTRACT_ENGINES, type Engine, type TestApp, errorBody, listPetsText, useTestApp } from '../helper.js'
 
 /** POSTs a raw JSON text to /v1/pets with `Idempotency-Key: key` (or several, or none). */
 function postWithKey(
@@ -171,7 +171,7 @@ describe('Idempotency-Key in the OpenAPI document', () => {
   })
 })
 
-for (const engine of ENGINES) {
+for (const engine of CONTRACT_ENGINES) {
   describe(`Idempotency-Key on createPet on ${engine}`, () => {
     const fx = useTestApp(engine)
 
