@@ -104,6 +104,16 @@ function logLines(output: string): { msg?: string; signal?: string; time?: numbe
     .map((line) => JSON.parse(line) as { msg?: string })
 }
 
+/**
+ * Resolves once every process of `server` listens. Ready means one worker listens, and a worker still starting
+ * has no handler yet: a signal sent to the group then ends it, which is the case of its own test.
+ */
+async function allListening(server: Launched, how: string): Promise<void> {
+  const listening = () =>
+    logLines(server.output()).filter((line) => typeof line.msg === 'string' && line.msg.startsWith(`Server listening at http://127.0.0.1:${server.port}`)).length
+  await until(() => listening() >= (how === 'node --workers 2' ? 2 : 1), 30_000, () => `not every worker listened:\n${server.output()}`)
+}
+
 describe('signals as supervisors send them', { concurrency: 3 }, () => {
   // To the process alone: kill, systemd's KillMode=mixed, `docker stop` to a container's PID 1.
   // To the whole group: systemd's default KillMode=control-group, `timeout`, a process manager; SIGINT
@@ -117,6 +127,7 @@ describe('signals as supervisors send them', { concurrency: 3 }, () => {
     for (const [stop, signal, group] of stops) {
       it(`${how}, stopped by ${stop}: drains as for one signal and exits within its bound`, { timeout: 60_000 }, async () => {
         const server = await launch(how)
+        if (how === 'node --workers 2') await allListening(server, how)
         let ended: ProcessExit | undefined
         void server.exited.then((exit) => (ended = exit))
         process.kill(group ? -server.pid : server.pid, signal)
@@ -170,11 +181,7 @@ describe('SIGHUP', () => {
     for (const to of ['process', 'process group'] as const) {
       it(`never stops a plain-HTTP server (${how}, sent to the ${to}): there is nothing to reload, and it says so once`, { timeout: 60_000 }, async () => {
         const server = await launch(how)
-        // Ready once one worker listens: both must, since a worker still starting has no handler yet and the
-        // signal ends it (the case of the next test), which this one counts as a failure.
-        const listening = () =>
-          logLines(server.output()).filter((line) => typeof line.msg === 'string' && line.msg.startsWith(`Server listening at http://127.0.0.1:${server.port}`)).length
-        await until(() => listening() >= (how === 'node' ? 1 : 2), 30_000, () => `not every worker listened:\n${server.output()}`)
+        await allListening(server, how)
         // A terminal that closes sends it to the group: the workers leave it to their primary.
         process.kill(to === 'process' ? server.pid : -server.pid, 'SIGHUP')
         const said = () => logLines(server.output()).filter((line) => line.msg === 'SIGHUP: no TLS certificate to reload; still serving')
