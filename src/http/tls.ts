@@ -101,6 +101,28 @@ const SETTLE_MS = 500
 const POLL_MS = 1_000
 
 /**
+ * What a look at `file` saw: the file its path leads to now (through its symbolic links), with its size
+ * and times, or why there is none. Two looks differ when anything a renewal does happened in between.
+ */
+function look(stats: fs.BigIntStats | undefined): string {
+  return stats === undefined ? 'missing' : `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`
+}
+
+const lookNow = (file: string): string => {
+  try {
+    return look(fs.statSync(file, { bigint: true, throwIfNoEntry: false }))
+  } catch (error) {
+    return `unreadable: ${(error as NodeJS.ErrnoException).code ?? ''}`
+  }
+}
+
+const lookLater = (file: string): Promise<string> =>
+  fs.promises.stat(file, { bigint: true }).then(look, (error: unknown) => {
+    const code = (error as NodeJS.ErrnoException).code ?? ''
+    return code === 'ENOENT' ? 'missing' : `unreadable: ${code}`
+  })
+
+/**
  * Reloads the pair when a file at its paths changes, or when asked (`reload`, on SIGHUP). The paths are
  * followed, not the files or folders found there at start: each is looked up afresh, through its symbolic links, so that a new
  * file, a swapped link (certbot's `live/`, Kubernetes' `..data`) and a folder replaced or removed and made
@@ -142,17 +164,35 @@ export function reloadCertificates(
     clearTimeout(timer)
     timer = setTimeout(() => reload('files changed'), SETTLE_MS)
   }
-  // Polled: an inotify watch follows the folder it was set on, and misses the folder renamed away or removed and made again.
+  // Polled, not watched: an inotify watch follows the folder it was set on, and misses the folder renamed
+  // away or removed and made again. Not fs.watchFile either: it takes its first look later, on libuv's
+  // thread pool, and never reports a change made before that look (a renewal as the server starts, on a
+  // busy machine). Here the first look is taken now, so every change after it is seen.
   const paths = [...new Set([files.certFile, files.keyFile])]
-  for (const file of paths) fs.watchFile(file, { interval: POLL_MS, persistent: false }, settle)
+  let seen = paths.map(lookNow)
+  let looking = false
+  let closed = false
+  const poll = setInterval(() => {
+    // A look that hangs (a network file system) is not stacked with others.
+    if (looking) return
+    looking = true
+    void Promise.all(paths.map(lookLater)).then((looks) => {
+      looking = false
+      if (closed || looks.every((now, index) => now === seen[index])) return
+      seen = looks
+      settle()
+    })
+  }, POLL_MS)
+  poll.unref()
   // A renewal between the first read and the first look would otherwise go unseen until the next one.
   reload('files changed while starting')
   return {
     serving: () => current,
     reload,
     close() {
+      closed = true
       clearTimeout(timer)
-      for (const file of paths) fs.unwatchFile(file, settle)
+      clearInterval(poll)
     },
   }
 }
