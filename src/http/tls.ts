@@ -104,23 +104,24 @@ const POLL_MS = 1_000
  * What a look at `file` saw: the file its path leads to now (through its symbolic links), with its size
  * and times, or why there is none. Two looks differ when anything a renewal does happened in between.
  */
-function look(stats: fs.BigIntStats | undefined): string {
-  return stats === undefined ? 'missing' : `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`
+function look(stats: fs.BigIntStats): string {
+  return `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`
+}
+
+function failedLook(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code ?? ''
+  return code === 'ENOENT' ? 'missing' : `unreadable: ${code}`
 }
 
 const lookNow = (file: string): string => {
   try {
-    return look(fs.statSync(file, { bigint: true, throwIfNoEntry: false }))
+    return look(fs.statSync(file, { bigint: true }))
   } catch (error) {
-    return `unreadable: ${(error as NodeJS.ErrnoException).code ?? ''}`
+    return failedLook(error)
   }
 }
 
-const lookLater = (file: string): Promise<string> =>
-  fs.promises.stat(file, { bigint: true }).then(look, (error: unknown) => {
-    const code = (error as NodeJS.ErrnoException).code ?? ''
-    return code === 'ENOENT' ? 'missing' : `unreadable: ${code}`
-  })
+const lookLater = (file: string): Promise<string> => fs.promises.stat(file, { bigint: true }).then(look, failedLook)
 
 /**
  * Reloads the pair when a file at its paths changes, or when asked (`reload`, on SIGHUP). The paths are
