@@ -1,3 +1,4 @@
+import fs from 'node:fs'
 import pino, { type DestinationStream, type Logger } from 'pino'
 import { redactKeys } from './shared/redaction.js'
 import type { Config } from './config.js'
@@ -48,16 +49,21 @@ export function flushLog(logger: Pick<Logger, 'flush'>): Promise<void> {
 }
 
 /**
- * pino's destination, written asynchronously: a synchronous write per request line costs more than a
- * cached read. pino flushes what is buffered when the process exits; only a kill -9 can lose the last
- * lines. sonic-boom runs in its buffer mode and is handed each line as a Buffer: in its default (string)
- * mode it measures the text still waiting to be written at every line (`Buffer.byteLength` of one
- * growing string), which copies all of it each time.
+ * pino's destination. The lines of one turn of the event loop are written together as the turn ends
+ * (`setImmediate`), with one `write(2)` from the main thread while nothing waits before them; otherwise, and
+ * for whatever a write leaves (a full pipe: EAGAIN; a reader gone: EPIPE), sonic-boom takes them on, in order,
+ * and writes them in the background on libuv's thread pool. Under load that thread waits for a core: its
+ * queue of line buffers reached 100-900 KB, lived through young-generation collections and filled the old
+ * one, and a request line cost the service twice what it costs the floor (bench/findings.md). pino
+ * flushes what is buffered when the process exits; only a kill -9 can lose the last lines (of one turn at most,
+ * beyond what waits for a slow reader). sonic-boom runs in its buffer mode: in its default (string) mode it
+ * measures the text still waiting to be written at every write (`Buffer.byteLength` of one growing string).
  *
  * A flush at exit never blocks for ever, whatever became of the reader: lines it cannot write within
  * FLUSH_SYNC_MS to a reader that stopped reading (a full pipe), or at all to one that is gone (EPIPE:
  * `| head`, a logger killed with the process group), are dropped, and the process exits as it meant to.
- * Written in the background, a full pipe is waited for as long as the process runs.
+ * Written in the background, a full pipe is waited for as long as the process runs. A pipe given as stdout
+ * is non-blocking (stdoutDestination), so the main thread's write returns at once when it is full.
  */
 export function asyncDestination(dest: number | string): ReturnType<typeof pino.destination> {
   let flushDeadline: number | undefined
@@ -71,9 +77,42 @@ export function asyncDestination(dest: number | string): ReturnType<typeof pino.
   })
   // In buffer mode sonic-boom's write takes Buffers; its types know only the string mode.
   const writeBuffer = sonic.write.bind(sonic) as unknown as (data: Buffer) => boolean
-  sonic.write = (line: string) => writeBuffer(Buffer.from(line))
+  // Its descriptor once open; also missing from its types.
+  const fd = () => (sonic as unknown as { fd: number }).fd
+  // The lines of this turn, and whether sonic-boom still holds earlier ones (they are written first).
+  let turn: string[] = []
+  let writingTurn: NodeJS.Immediate | undefined
+  let behind = false
+  sonic.on('drain', () => {
+    behind = false
+  })
+  const writeTurn = () => {
+    clearImmediate(writingTurn)
+    writingTurn = undefined
+    let data = Buffer.from(turn.join(''))
+    turn = []
+    // sonic-boom opens a path asynchronously: until then its fd is -1, and it keeps the lines.
+    if (!behind && fd() >= 0) {
+      let written = 0
+      try {
+        written = fs.writeSync(fd(), data)
+      } catch {
+        // EAGAIN (a full pipe) or a failure: sonic-boom retries or reports it, as for every line it writes.
+      }
+      if (written === data.length) return
+      data = data.subarray(written)
+    }
+    behind = true
+    writeBuffer(data)
+  }
+  sonic.write = (line: string) => {
+    writingTurn ??= setImmediate(writeTurn)
+    turn.push(line)
+    return true
+  }
   const flush = sonic.flush.bind(sonic)
   sonic.flush = (callback?: (error?: Error) => void) => {
+    if (turn.length > 0) writeTurn()
     let called = false
     const done = (error?: Error) => {
       if (called) return
@@ -91,6 +130,7 @@ export function asyncDestination(dest: number | string): ReturnType<typeof pino.
   sonic.flushSync = () => {
     flushDeadline = performance.now() + (stuck ? 0 : FLUSH_SYNC_MS)
     try {
+      if (turn.length > 0) writeTurn()
       flushSync()
     } catch {
       // The reader is gone or stuck: nobody can read these lines any more.

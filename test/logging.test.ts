@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import fs from 'node:fs'
 import net from 'node:net'
@@ -230,41 +230,87 @@ for (const engine of DIRECT_ENGINES) {
   })
 }
 
-describe('the asynchronous log destination', () => {
+describe('the log destination', () => {
   // Lines of every UTF-8 width, and longer than one write (sonic-boom writes at most 16 KiB at once).
   const TEXTS = ['plain', 'café', '日本語のペット', 'a cat 🐈 and a dog 🐕', 'x'.repeat(20_000), '"quoted" \\ back\nslash']
+  const LINES = 600
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-log-'))
   after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  // The whole lines written so far (the last may be on its way).
+  const linesIn = (file: string) =>
+    fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').slice(0, -1).map((line) => JSON.parse(line) as { i: number; msg: string }) : []
 
-  for (const [how, finish] of [
-    ['written in the background', async (stream: ReturnType<typeof asyncDestination>) => {
-      await once(stream, 'drain')
-    }],
-    // As a process exits (src/process/server.ts): its last words, then flushLog, then the exit's flushSync.
-    // flushSync alone writes what is buffered at once, while the write in flight (the first line, here)
-    // finishes on its own and may land after it.
-    ['flushed as at exit', async (stream: ReturnType<typeof asyncDestination>, logger: Logger) => {
-      await flushLog(logger)
-      stream.flushSync()
-    }],
-  ] as const) {
-    it(`writes every line whole and in order, whatever its characters, ${how}`, async () => {
-      const file = path.join(dir, `${how}.log`)
+  // The lines of a turn are written as it ends, from the main thread; those logged before the file is open,
+  // or while earlier ones wait in sonic-boom (a pipe full until its reader comes), are written by it in the
+  // background: the order holds across both.
+  const destinations = {
+    'to a file, once it is open': async (name: string) => {
+      const file = path.join(dir, `${name}.log`)
       const stream = asyncDestination(file)
       await once(stream, 'ready')
-      const logger = createLogger({ logLevel: 'info' }, stream)
-      // Written in one burst, so that lines pile up while the first write is in flight.
-      const sent: string[] = []
-      for (let i = 0; i < 600; i++) {
-        const text = `${i} ${TEXTS[i % TEXTS.length] ?? ''}`
-        sent.push(text)
-        logger.info({ i }, text)
+      return { stream, file, reading: () => {} }
+    },
+    'to a file, before it is open': async (name: string) => {
+      const file = path.join(dir, `${name}.log`)
+      return { stream: asyncDestination(file), file, reading: () => {} }
+    },
+    // A FIFO opened non-blocking, as Node opens a pipe given as stdout, whose reader (cat) starts only once
+    // every line is logged: the pipe fills at 64 KiB, and the rest waits.
+    'to a pipe whose reader comes late': async (name: string) => {
+      const fifo = path.join(dir, `${name}.fifo`)
+      const file = path.join(dir, `${name}.log`)
+      execFileSync('mkfifo', [fifo])
+      const placeholder = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+      const writeEnd = fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK)
+      const stream = asyncDestination(writeEnd)
+      return {
+        stream,
+        file,
+        reading: () => {
+          const output = fs.openSync(file, 'w')
+          const cat = spawn('cat', [fifo], { stdio: ['ignore', output, 'inherit'] })
+          cat.once('spawn', () => fs.closeSync(placeholder))
+          after(() => {
+            fs.closeSync(writeEnd)
+            fs.closeSync(output)
+          })
+        },
       }
-      await finish(stream, logger)
-      const lines = fs.readFileSync(file, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { i: number; msg: string })
-      assert.deepEqual(lines.map((line) => line.msg), sent)
-      assert.deepEqual(lines.map((line) => line.i), sent.map((_, i) => i))
-    })
+    },
+  } as const
+  for (const [to, open] of Object.entries(destinations)) {
+    for (const [how, finish] of [
+      ['written in the background', async (file: string) => {
+        while (linesIn(file).length < LINES) await new Promise((resolve) => setTimeout(resolve, 10))
+      }],
+      // As a process exits (src/process/server.ts): its last words, then flushLog, then the exit's flushSync.
+      // flushSync alone writes what is buffered at once, while the write in flight finishes on its own and
+      // may land after it.
+      ['flushed as at exit', async (file: string, stream: ReturnType<typeof asyncDestination>, logger: Logger) => {
+        await flushLog(logger)
+        stream.flushSync()
+        while (linesIn(file).length < LINES) await new Promise((resolve) => setTimeout(resolve, 10))
+      }],
+    ] as const) {
+      it(`writes every line whole and in order, whatever its characters, ${to}, ${how}`, async () => {
+        const { stream, file, reading } = await open(`${to} ${how}`)
+        const logger = createLogger({ logLevel: 'info' }, stream)
+        const sent: string[] = []
+        // Bursts of a hundred lines, each in a turn of its own; the pipe's reader starts halfway, while
+        // sonic-boom still holds what the full pipe refused.
+        for (let i = 0; i < LINES; i++) {
+          const text = `${i} ${TEXTS[i % TEXTS.length] ?? ''}`
+          sent.push(text)
+          logger.info({ i }, text)
+          if (i % 100 === 99) await new Promise((resolve) => setImmediate(resolve))
+          if (i === LINES / 2) reading()
+        }
+        await finish(file, stream, logger)
+        const lines = linesIn(file)
+        assert.deepEqual(lines.map((line) => line.msg), sent)
+        assert.deepEqual(lines.map((line) => line.i), sent.map((_, i) => i))
+      })
+    }
   }
 })
 
