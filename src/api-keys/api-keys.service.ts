@@ -90,13 +90,14 @@ export interface ApiKeysService {
   /**
    * The key a request presented, if it is valid here and now; undefined otherwise. Answered at once,
    * without a promise, when the key was read within KEY_RECHECK_MS (every request of a busy client).
+   * `secretHash` is hashSecret(secret), when the caller has it already.
    */
-  authenticate(secret: string): ApiKey | undefined | Promise<ApiKey | undefined>
+  authenticate(secret: string, secretHash?: string): ApiKey | undefined | Promise<ApiKey | undefined>
   /**
    * Whether this process holds the key of `secret` in memory: it was looked up here (valid then, or since
    * revoked or expired) and not yet crowded out. Costs a hash and no lookup; a guess is never known.
    */
-  isKnown(secret: string): boolean
+  isKnown(secret: string, secretHash?: string): boolean
 }
 
 interface ApiKeysServiceDeps {
@@ -174,16 +175,16 @@ function createAuthenticate({ apiKeys, clock, environment }: ApiKeysServiceDeps)
     return apiKeys.touch(key.id, now, now - LAST_USED_RESOLUTION_MS).then(used, used)
   }
   return {
-    authenticate(secret) {
+    authenticate(secret, secretHash) {
       // A key of the other environment is refused like any unknown key, without a lookup.
       if (!secret.startsWith(prefix)) return undefined
       const now = clock.now()
-      const secretHash = hashSecret(secret)
+      secretHash ??= hashSecret(secret)
       const remembered = known.get(secretHash)
       if (remembered !== undefined && isFresh(remembered, now)) return admit(remembered, now)
       return recall(secretHash, now).then((read) => (read === undefined ? undefined : admit(read, now)))
     },
-    isKnown: (secret) => secret.startsWith(prefix) && known.has(hashSecret(secret)),
+    isKnown: (secret, secretHash) => secret.startsWith(prefix) && known.has(secretHash ?? hashSecret(secret)),
   }
 }
 

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { describe, it } from 'node:test'
 import { KEY_RECHECK_MS, createApiKeysService } from '../../src/api-keys/api-keys.service.js'
 import { CONTRACT_ENGINES, buildTestApp, errorBody, useTestApp } from '../helper.js'
@@ -188,6 +190,55 @@ for (const engine of CONTRACT_ENGINES) {
     it('serves the health checks and the OpenAPI document without a key', async () => {
       for (const url of ['/healthz', '/readyz', '/v1/openapi.json']) {
         assert.equal((await fx.testApp.app.inject({ method: 'GET', url })).statusCode, 200, url)
+      }
+    })
+  })
+}
+
+for (const engine of CONTRACT_ENGINES) {
+  describe(`keep-alive connections on ${engine}`, () => {
+    it('authenticates every request of a keep-alive connection by the header it sends, whatever the one before sent', async (t) => {
+      // A connection remembers its last header's key and hash (api-keys.auth.ts): each kind follows each
+      // kind, on one connection, and each answer is the one its own header earns. An app of its own, whose
+      // failed-authentication limit these 56 failures do not reach.
+      const testApp = await buildTestApp(engine, { env: { RATE_LIMIT_FAILED_AUTH_PER_IP: '1000' } })
+      t.after(() => testApp.close())
+      const service = createApiKeysService({ apiKeys: testApp.storage.apiKeys, clock: testApp.clock, environment: 'production' })
+      const revoked = await service.create({ name: 'revoked' })
+      await service.revoke(revoked.key.id)
+      const kinds = {
+        reader: { authorization: `Bearer ${await testApp.createKey()}`, status: 200, challenge: undefined },
+        'another reader': { authorization: `Bearer ${await testApp.createKey({ name: 'reader 2' })}`, status: 200, challenge: undefined },
+        'a writer only': { authorization: `Bearer ${await testApp.createKey({ name: 'writer', scopes: ['pets:write'] })}`, status: 403, challenge: 'Bearer realm="petstore", error="insufficient_scope", scope="pets:read"' },
+        revoked: { authorization: `Bearer ${revoked.secret}`, status: 401, challenge: INVALID_CHALLENGE },
+        unknown: { authorization: `Bearer ps_live_${'B'.repeat(32)}`, status: 401, challenge: INVALID_CHALLENGE },
+        'another scheme': { authorization: 'Basic dXNlcjpwYXNz', status: 401, challenge: CHALLENGE },
+        none: { authorization: undefined, status: 401, challenge: CHALLENGE },
+      } as const
+      const names = Object.keys(kinds) as (keyof typeof kinds)[]
+      await testApp.app.listen({ host: '127.0.0.1', port: 0 })
+      const { port } = testApp.app.server.address() as AddressInfo
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+      try {
+        const sockets = new Set<unknown>()
+        for (const first of names) {
+          for (const second of names) {
+            for (const name of [first, second]) {
+              const { authorization, status, challenge } = kinds[name]
+              const answer = await new Promise<{ status: number | undefined; challenge: string | undefined }>((resolve, reject) => {
+                const request = http.get({ agent, host: '127.0.0.1', port, path: '/v1/pets?limit=1', headers: authorization === undefined ? {} : { authorization } }, (response) => {
+                  sockets.add(response.socket)
+                  response.resume().on('end', () => resolve({ status: response.statusCode, challenge: response.headers['www-authenticate'] }))
+                })
+                request.on('error', reject)
+              })
+              assert.deepEqual(answer, { status, challenge }, `${name}, of ${first} then ${second}`)
+            }
+          }
+        }
+        assert.equal(sockets.size, 1, 'every request went over one connection')
+      } finally {
+        agent.destroy()
       }
     })
   })
