@@ -52,9 +52,8 @@ export function flushLog(logger: Pick<Logger, 'flush'>): Promise<void> {
  * pino's destination. The lines of one turn of the event loop are written together as the turn ends
  * (`setImmediate`), with one `write(2)` from the main thread while nothing waits before them; otherwise, and
  * for whatever a write leaves (a full pipe: EAGAIN; a reader gone: EPIPE), sonic-boom takes them on, in order,
- * and writes them in the background on libuv's thread pool. Under load that thread waits for a core: its
- * queue of line buffers reached 100-900 KB, lived through young-generation collections and filled the old
- * one, and a request line cost the service twice what it costs the floor (bench/findings.md). pino
+ * and writes them in the background on libuv's thread pool. Handed every line, that thread waits for a core
+ * under load, and the lines queued meanwhile live into the old generation (bench/findings.md). pino
  * flushes what is buffered when the process exits; only a kill -9 can lose the last lines (of one turn at most,
  * beyond what waits for a slow reader). sonic-boom runs in its buffer mode: in its default (string) mode it
  * measures the text still waiting to be written at every write (`Buffer.byteLength` of one growing string).

@@ -35,11 +35,10 @@ const insufficientScope = (scope: Scope) =>
     'www-authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"`,
   })
 
-/** An `Authorization: Bearer` header, its key, and the key's SHA-256 (hashSecret). */
+/** An `Authorization: Bearer` header and the key in it, with the key's SHA-256 (hashSecret); none if it holds no b64token. */
 interface Credentials {
   header: string
-  token: string | undefined
-  secretHash: string | undefined
+  presented: { secret: string; secretHash: string } | undefined
 }
 
 /**
@@ -55,8 +54,8 @@ type RememberingSocket = Socket & { [LAST_CREDENTIALS]?: Credentials }
 function credentialsOf(socket: RememberingSocket, header: string): Credentials {
   const last = socket[LAST_CREDENTIALS]
   if (last?.header === header) return last
-  const token = BEARER.exec(header)?.[1]
-  const credentials = { header, token, secretHash: token === undefined ? undefined : hashSecret(token) }
+  const secret = BEARER.exec(header)?.[1]
+  const credentials = { header, presented: secret === undefined ? undefined : { secret, secretHash: hashSecret(secret) } }
   socket[LAST_CREDENTIALS] = credentials
   return credentials
 }
@@ -86,8 +85,8 @@ export function createAuthenticate(
     request.apiKey = key
     limits.limitKey(request, reply).then(() => done(), done)
   }
-  const identify = (request: FastifyRequest, reply: FastifyReply, { token, secretHash }: Credentials, done: HookHandlerDoneFunction) => {
-    const found = token === undefined || secretHash === undefined ? undefined : apiKeys.authenticate(token, secretHash)
+  const identify = (request: FastifyRequest, reply: FastifyReply, { presented }: Credentials, done: HookHandlerDoneFunction) => {
+    const found = presented === undefined ? undefined : apiKeys.authenticate(presented.secret, presented.secretHash)
     if (found instanceof Promise) found.then((key) => admit(request, reply, key, done), done)
     else admit(request, reply, found, done)
   }
@@ -102,13 +101,13 @@ export function createAuthenticate(
       return
     }
     const credentials = credentialsOf(request.raw.socket, header)
-    const { token, secretHash } = credentials
+    const { presented } = credentials
     // An address over the failed-authentication limit is still served with a key this process has seen
     // authenticate: behind NAT, or a proxy TRUST_PROXY does not name, one client's bad keys would
     // otherwise lock every caller of that address out. Any other key is refused before its lookup, which
     // is what the limit saves (guessing a key is hopeless either way), but for one lookup a second per
     // address, so that a new key gets in (api-keys.rate-limit.ts): ADR 6.
-    const guarded = limits.guardFailedAuth(request, () => token !== undefined && secretHash !== undefined && apiKeys.isKnown(token, secretHash))
+    const guarded = limits.guardFailedAuth(request, () => presented !== undefined && apiKeys.isKnown(presented.secret, presented.secretHash))
     if (guarded === undefined) identify(request, reply, credentials, done)
     else guarded.then(() => identify(request, reply, credentials, done), done)
   }
