@@ -9,7 +9,7 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type TestContext, after, before, describe, it } from 'node:test'
 import pg from 'pg'
-import { type Pooler, type PostgresNode, type ReplicaCluster, follow, startPgBouncer, startPrimary, startReplicaCluster, startStandby } from '../scripts/pg-cluster.js'
+import { type Pooler, type PoolerTarget, type PostgresNode, type ReplicaCluster, follow, startPgBouncer, startPrimary, startReplicaCluster, startStandby } from '../scripts/pg-cluster.js'
 import { createKey, errorShape, freePort } from '../scripts/petstore-process.js'
 import { type Certificate, HALF_CLIENT_HELLO, makeCertificate, opensslSkip, servedFingerprint, stalledHandshake } from './certificates.js'
 import type { Engine } from './helper.js'
@@ -437,6 +437,26 @@ async function metricValue(metricsPorts: Map<string, number>, instance: ServerPr
   return [...text.matchAll(pattern)].reduce((sum, match) => sum + Number(match.at(-1)), 0)
 }
 
+/**
+ * Points `pooler` at `target` as docs/deploying.md tells operators to: between PAUSE and RESUME. A RELOAD that
+ * changes the host while PgBouncer is logging a server connection in drops that login and counts it as failed,
+ * and PgBouncer then refuses the pool's clients until server_login_retry has passed: reads included.
+ */
+async function repointPaused(pooler: Pooler, target: PoolerTarget): Promise<void> {
+  await pooler.admin('PAUSE')
+  try {
+    await pooler.repoint(target)
+  } finally {
+    await pooler.admin('RESUME')
+  }
+}
+
+/** The first lines the instances logged at level error: what a failed request met. */
+function errorLines(instances: readonly ServerProcess[], most = 8): string {
+  const lines = instances.flatMap((instance) => instance.output().split('\n').filter((line) => line.includes('"level":50')))
+  return lines.slice(0, most).join('\n')
+}
+
 /** petstore_db_replica_usable of `standby` as `instance` sees it. */
 function replicaUsable(metricsPorts: Map<string, number>, instance: ServerProcess, standby: PostgresNode): Promise<number> {
   return metricValue(metricsPorts, instance, new RegExp(`^petstore_db_replica_usable\\{replica="[^"]*:${standby.port}/petstore"\\} (\\d+)`, 'gm'))
@@ -669,9 +689,9 @@ async function runCell({ engine, fault, env, dir, database, cluster, replicaClus
       case 'standby not yet promoted': {
         assert.ok(cluster !== undefined)
         const { pooler, primary, standby } = cluster
-        await pooler.repoint(standby)
+        await repointPaused(pooler, standby)
         heal = async () => {
-          await pooler.repoint(primary)
+          await repointPaused(pooler, primary)
           ended()
         }
         break
@@ -900,7 +920,8 @@ async function runCell({ engine, fault, env, dir, database, cluster, replicaClus
       assert.ok(after !== undefined && after <= RETRY_WITHIN_MS, `${instance.baseUrl} created nothing within ${RETRY_WITHIN_MS} ms after ${fault}`)
     }
     if (READS_SERVED.has(fault)) {
-      assert.deepEqual(unavailable.filter(([what]) => READS.has(what.slice(0, -' 503'.length) as Kind)), [], `a read failed on a ${fault}`)
+      const failedReads = unavailable.filter(([what]) => READS.has(what.slice(0, -' 503'.length) as Kind))
+      assert.deepEqual(failedReads, [], `a read failed on a ${fault}; the services' errors:\n${errorLines([service, ...others])}`)
     }
   }
   const failed = [...cell.answers].filter(([what]) => / (503|409)$/.test(what))
