@@ -76,9 +76,10 @@ export const READ_CACHE_BUDGET_BYTES = 8 * 1024 * 1024
  *   write through the API can change: a client never sees one older than the database. A final answer
  *   asks the version at most once a FINAL_RECHECK_MS, so a change made outside the API reaches it within
  *   that time.
- * - Without it: only final answers are kept, from the second time their key is read within about a
- *   second, and each is read again once FINAL_RECHECK_MS has passed. No write through the API, from
- *   any instance, can make one stale; a change made outside the API is seen within that time.
+ * - Without it: only final answers are kept, from the second time their key is read within
+ *   FINAL_RECHECK_MS, and each is read again once that time has passed (and kept again if it was served
+ *   meanwhile). No write through the API, from any instance, can make one stale; a change made outside
+ *   the API is seen within that time.
  */
 export function createRepresentationCache({
   version,
@@ -89,7 +90,8 @@ export function createRepresentationCache({
   clock: Clock
   maxBytes?: number
 }): RepresentationCache {
-  const entries = new Map<string, { answer: Representation; readAt: number; cost: number; final: boolean }>()
+  // `served`: the answer was given from memory at least once (a hit) since it was kept.
+  const entries = new Map<string, { answer: Representation; readAt: number; cost: number; final: boolean; served: boolean }>()
   let bytes = 0
   const forget = (key: string) => {
     const old = entries.get(key)
@@ -110,7 +112,7 @@ export function createRepresentationCache({
         if (bytes + cost <= maxBytes) break
       }
     }
-    entries.set(key, { answer, readAt, cost, final })
+    entries.set(key, { answer, readAt, cost, final, served: false })
     bytes += cost
   }
 
@@ -145,30 +147,38 @@ export function createRepresentationCache({
       size: () => ({ entries: entries.size, bytes, recentKeys: 0 }),
     }
   }
-  // The keys read in this second and the last: a final answer is kept only when its key comes back
-  // within about a second. A scan (every pet once, every page of a walk) keeps nothing but its keys,
-  // where keeping each answer cost CPU per read and memory for nothing (docs/decisions/0010-performance.md).
-  let thisSecond = new Set<string>()
-  let lastSecond = new Set<string>()
+  // The keys read in this second and the last, and when: a final answer is kept only when its key comes
+  // back within FINAL_RECHECK_MS of its last read, so that it is likely asked for again before it expires. A
+  // scan (every pet once, every page of a walk), or a walk that comes back more slowly, keeps nothing but
+  // its keys, where keeping each answer costs CPU per read, and memory and collections for nothing
+  // (docs/decisions/0010-performance.md).
+  let thisSecond = new Map<string, number>()
+  let lastSecond = new Map<string, number>()
   let rotatedAt = Number.NEGATIVE_INFINITY
   const cameBack = (key: string, now: number) => {
     if (now - rotatedAt >= FINAL_RECHECK_MS || now < rotatedAt) {
-      lastSecond = now >= rotatedAt && now - rotatedAt < 2 * FINAL_RECHECK_MS ? thisSecond : new Set()
-      thisSecond = new Set()
+      lastSecond = now >= rotatedAt && now - rotatedAt < 2 * FINAL_RECHECK_MS ? thisSecond : new Map<string, number>()
+      thisSecond = new Map<string, number>()
       rotatedAt = now
     }
-    if (thisSecond.has(key) || lastSecond.has(key)) return true
-    if (thisSecond.size < MAX_RECENT_KEYS) thisSecond.add(key)
+    const readAt = thisSecond.get(key) ?? lastSecond.get(key)
+    if (readAt !== undefined && now - readAt < FINAL_RECHECK_MS && now >= readAt) return true
+    if (thisSecond.size < MAX_RECENT_KEYS) thisSecond.set(key, now)
     return false
   }
   return {
     get(key, build) {
       const now = clock.now()
       const hit = entries.get(key)
-      if (hit !== undefined && now - hit.readAt < FINAL_RECHECK_MS && now >= hit.readAt) return hit.answer
+      if (hit !== undefined && now - hit.readAt < FINAL_RECHECK_MS && now >= hit.readAt) {
+        hit.served = true
+        return hit.answer
+      }
       return build().then(({ answer, final }) => {
-        if (!final) forget(key)
-        else if (hit !== undefined || cameBack(key, now)) keep(key, answer, now, true)
+        // An expired answer that was served is kept again. One never served is not: its key comes back
+        // more slowly than it expires, and must come back within FINAL_RECHECK_MS again to be kept.
+        if (final && (hit?.served === true || cameBack(key, now))) keep(key, answer, now, true)
+        else forget(key)
         return answer
       })
     },

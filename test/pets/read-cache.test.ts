@@ -160,6 +160,49 @@ describe('representation cache', () => {
     await get('aaaa')
     assert.equal(builds, 18)
   })
+
+  it('without a version: a key that comes back only after its answer would expire keeps nothing, and an answer never served is not kept again', async () => {
+    const clock = new ManualClock()
+    const cache = createRepresentationCache({ version: undefined, clock })
+    const builds = new Map<string, number>()
+    const get = (key: string) =>
+      cache.get(key, async () => {
+        builds.set(key, (builds.get(key) ?? 0) + 1)
+        return built(representation(key), true)
+      })
+    const kept = () => cache.size().entries
+    // A walk whose period is just over FINAL_RECHECK_MS, within the two seconds of keys remembered: every
+    // visit reads, and nothing is kept to be dropped unread.
+    for (const period of [FINAL_RECHECK_MS + 1, 1.2 * FINAL_RECHECK_MS, 1.9 * FINAL_RECHECK_MS]) {
+      const key = `slow ${period}`
+      for (let visit = 0; visit < 6; visit++) {
+        await get(key)
+        assert.equal(kept(), 0, `a key coming back every ${period} ms was kept at visit ${visit}`)
+        clock.advance(period)
+      }
+      assert.equal(builds.get(key), 6)
+    }
+    // Kept once it came back within FINAL_RECHECK_MS; expired unread, it is read and dropped, and kept
+    // again only when its key comes back in time again.
+    const period = FINAL_RECHECK_MS / 2
+    await get('k')
+    clock.advance(period)
+    await get('k')
+    assert.equal(kept(), 1)
+    clock.advance(FINAL_RECHECK_MS + 100)
+    await get('k')
+    assert.equal(kept(), 0, 'an answer never served was kept again')
+    clock.advance(period)
+    await get('k')
+    assert.equal(kept(), 1, 'a key that came back in time again was not kept')
+    // Served while kept: kept again, visit after visit, each read once FINAL_RECHECK_MS has passed.
+    for (let visit = 0; visit < 6; visit++) {
+      clock.advance(period)
+      await get('k')
+      assert.equal(kept(), 1, `a served answer was dropped at visit ${visit}`)
+    }
+    assert.equal(builds.get('k'), 4 + 3, 'each answer was served once, then read again')
+  })
 })
 
 describe('forged cursors against the representation cache', () => {
