@@ -1,4 +1,5 @@
 // What a failed query says about the database, as opposed to the request that sent it.
+import { QUERY_TIMEOUT_MESSAGE } from './query-deadline.js'
 
 // SQLSTATE classes that mean "the database cannot serve now", not "this request is wrong":
 // 08 connection exception (PgBouncer reports its own failures so: a server it cannot reach, a wait
@@ -12,7 +13,7 @@ const NETWORK_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIP
 const UNAVAILABLE_MESSAGES = [
   'Connection terminated',
   'timeout exceeded when trying to connect',
-  'Query read timeout',
+  QUERY_TIMEOUT_MESSAGE,
   'Client has encountered a connection error',
   'Cannot use a pool after calling end',
 ]

@@ -4,6 +4,7 @@ import { COMPATIBILITY_TABLE, type CompatibilityMark, type RecordedMigrations, a
 import { MIGRATION_NAMES } from '../migrations/names.js'
 import { releaseVersion } from '../../shared/release.js'
 import { isUnavailable, lostPreparedStatement } from './errors.js'
+import { type QueryDeadline, createQueryDeadline } from './query-deadline.js'
 import { createReplicaSet } from './replica-set.js'
 import { inTransaction } from './transaction.js'
 
@@ -87,14 +88,16 @@ function statementMode(named: boolean, warn: (message: string) => void) {
   return { adopt }
 }
 
-/** A pool of `poolSize` connections to the PostgreSQL server (or pooler) of `url`, its connections adopted by `statements`. */
-function openPool(url: string, poolSize: number, statements: ReturnType<typeof statementMode>): pg.Pool {
+/**
+ * A pool of `poolSize` connections to the PostgreSQL server (or pooler) of `url`, its connections adopted by
+ * `statements` and their queries timed by `deadline`.
+ */
+function openPool(url: string, poolSize: number, statements: ReturnType<typeof statementMode>, deadline: QueryDeadline): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
-    query_timeout: 15_000,
   })
   // An idle connection whose server goes away reports here; unheard, the error would crash the
   // process. The pool drops that connection and the next query meets the outage (a 503) instead.
@@ -107,6 +110,7 @@ function openPool(url: string, poolSize: number, statements: ReturnType<typeof s
     // discards the connection when it comes back.
     client.on('error', () => {})
     statements.adopt(client)
+    deadline.watch(client)
   })
   return pool
 }
@@ -117,8 +121,10 @@ function openPool(url: string, poolSize: number, statements: ReturnType<typeof s
  */
 export function openPostgresDatabase({ url, poolSize, preparedStatements, replicaUrls = [], replicaMaxLagMs = 1_000, warn = () => {} }: PostgresOptions): PostgresDatabase {
   const statements = statementMode(preparedStatements, warn)
-  const pool = openPool(url, poolSize, statements)
-  const replicas = replicaUrls.length === 0 ? undefined : createReplicaSet(pool, replicaUrls, replicaMaxLagMs, (standby) => openPool(standby, poolSize, statements), { warn })
+  const deadline = createQueryDeadline()
+  const pool = openPool(url, poolSize, statements, deadline)
+  const replicas =
+    replicaUrls.length === 0 ? undefined : createReplicaSet(pool, replicaUrls, replicaMaxLagMs, (standby) => openPool(standby, poolSize, statements, deadline), { warn })
   let ended = false
 
   return {
@@ -163,6 +169,7 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, replic
       if (ended) return
       ended = true
       await Promise.all([pool.end(), replicas?.close()])
+      deadline.close()
     },
   }
 }

@@ -1,0 +1,77 @@
+import type pg from 'pg'
+
+/** How long a query may run, or wait for its server (a pooler paused), before it fails: a 503. */
+const QUERY_TIMEOUT_MS = 15_000
+
+/** How often the connections are looked at: a query fails at most this long after its time is up. */
+const SWEEP_MS = 250
+
+/** The message of the error a query past its time fails with; errors.ts counts it as unavailable. */
+export const QUERY_TIMEOUT_MESSAGE = 'Query read timeout'
+
+type RawQuery = (config: unknown, values?: unknown, callback?: unknown) => unknown
+
+export interface QueryDeadline {
+  /** Times the queries of `client` from now on. */
+  watch(client: pg.PoolClient): void
+  /** Stops looking: for the database's close. */
+  close(): void
+}
+
+/**
+ * Fails a query that has run for `timeoutMs`, as node-postgres's `query_timeout` does, by ending its
+ * connection: the query, and any queued behind it on that connection, fail with QUERY_TIMEOUT_MESSAGE, and
+ * the pool discards the connection. One timer for every connection, where `query_timeout` arms one per
+ * query, which under a read load on PostgreSQL held 70-80 MB more peak RSS (bench/findings.md).
+ */
+export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline {
+  const now = () => performance.now()
+  // Per connection: its queries not yet answered, and since when the oldest of them has run. node-postgres
+  // sends a connection's queries one after another, so when one is answered the next starts.
+  const running = new Map<pg.PoolClient, { pending: number; since: number }>()
+  const sweep = setInterval(() => {
+    const late = now() - timeoutMs
+    for (const [client, state] of running) {
+      if (state.pending === 0 || state.since > late) continue
+      running.delete(client)
+      ;(client as unknown as { connection: { stream: { destroy(error: Error): void } } }).connection.stream.destroy(new Error(QUERY_TIMEOUT_MESSAGE))
+    }
+  }, SWEEP_MS)
+  sweep.unref()
+  return {
+    watch(client) {
+      const state = { pending: 0, since: 0 }
+      running.set(client, state)
+      client.once('end', () => running.delete(client))
+      const query = client.query.bind(client) as unknown as RawQuery
+      const answered = () => {
+        state.pending--
+        state.since = now()
+      }
+      const timed: RawQuery = (config, values, callback) => {
+        if (state.pending++ === 0) state.since = now()
+        if (typeof values === 'function') [values, callback] = [undefined, values]
+        try {
+          if (typeof callback === 'function') {
+            const done = callback as (error: Error | null, result?: unknown) => void
+            return query(config, values, (error: Error | null, result?: unknown) => {
+              answered()
+              done(error, result)
+            })
+          }
+          const result = query(config, values) as Promise<unknown>
+          result.then(answered, answered)
+          return result
+        } catch (error) {
+          answered()
+          throw error
+        }
+      }
+      client.query = timed as unknown as pg.PoolClient['query']
+    },
+    close() {
+      clearInterval(sweep)
+      running.clear()
+    },
+  }
+}
