@@ -22,7 +22,7 @@ export interface QueryDeadline {
  * Fails a query that has run for `timeoutMs`, as node-postgres's `query_timeout` does, by ending its
  * connection: the query, and any queued behind it on that connection, fail with QUERY_TIMEOUT_MESSAGE, and
  * the pool discards the connection. One timer for every connection, where `query_timeout` arms one per
- * query, which under a read load on PostgreSQL held 70-80 MB more peak RSS (bench/findings.md).
+ * query, which held much more peak RSS under a read load (ADR 10, bench/findings.md).
  */
 export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline {
   const now = () => performance.now()
@@ -34,7 +34,8 @@ export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline
     for (const [client, state] of running) {
       if (state.pending === 0 || state.since > late) continue
       running.delete(client)
-      ;(client as unknown as { connection: { stream: { destroy(error: Error): void } } }).connection.stream.destroy(new Error(QUERY_TIMEOUT_MESSAGE))
+      // A pool's connections are Clients. Ended at once, not with `end()`, which waits for a server that may never answer.
+      ;(client as unknown as pg.Client).connection.stream.destroy(new Error(QUERY_TIMEOUT_MESSAGE))
     }
   }, SWEEP_MS)
   sweep.unref()
