@@ -4,7 +4,7 @@ import { COMPATIBILITY_TABLE, type CompatibilityMark, type RecordedMigrations, a
 import { MIGRATION_NAMES } from '../migrations/names.js'
 import { releaseVersion } from '../../shared/release.js'
 import { isUnavailable, lostPreparedStatement } from './errors.js'
-import { type QueryDeadline, createQueryDeadline } from './query-deadline.js'
+import { type QueryDeadline, type RawQuery, createQueryDeadline } from './query-deadline.js'
 import { createReplicaSet } from './replica-set.js'
 import { inTransaction } from './transaction.js'
 
@@ -37,7 +37,6 @@ export interface PostgresOptions {
 }
 
 type Query = pg.PoolClient['query']
-type RawQuery = (config: unknown, values?: unknown, callback?: unknown) => unknown
 
 /**
  * Named queries (`{ name, text, values }`) are prepared once per server connection and then only bound,

@@ -9,7 +9,8 @@ const SWEEP_MS = 250
 /** The message of the error a query past its time fails with; errors.ts counts it as unavailable. */
 export const QUERY_TIMEOUT_MESSAGE = 'Query read timeout'
 
-type RawQuery = (config: unknown, values?: unknown, callback?: unknown) => unknown
+/** A connection's `query`, as its wrappers take it: the config or text, then values, a callback, or both. */
+export type RawQuery = (config: unknown, values?: unknown, callback?: unknown) => unknown
 
 export interface QueryDeadline {
   /** Times the queries of `client` from now on. */
