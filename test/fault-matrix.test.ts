@@ -908,7 +908,7 @@ async function runCell({ engine, fault, env, dir, database, cluster, replicaClus
   } finally {
     for (const socket of stalled) socket.destroy()
   }
-  assert.deepEqual(cell.problems, [], `${fault} on ${engine}: answers ${JSON.stringify([...cell.answers])}`)
+  assert.deepEqual(cell.problems, [], `${fault} on ${engine}: answers ${JSON.stringify([...cell.answers])}; the services' errors:\n${errorLines([service, ...others])}`)
   if (engine === 'pgbouncer' || REPLICA_ENGINES.has(engine)) {
     const unavailable = [...cell.answers].filter(([what]) => what.endsWith(' 503'))
     t.diagnostic(
