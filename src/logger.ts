@@ -33,12 +33,12 @@ function stdoutDestination(): ReturnType<typeof pino.destination> {
   return asyncDestination(process.stdout.fd)
 }
 
-/** The most a synchronous flush (at exit) waits for a log reader that has stopped reading. */
+/** How long a flush waits for a log reader that takes nothing before it holds the reader stopped. */
 const FLUSH_SYNC_MS = 1_000
 
 /**
- * Resolves once every line logged so far is written, or, through `asyncDestination`, after FLUSH_SYNC_MS
- * for a reader that stopped reading. Called after a process's last words, before it exits: the exit's
+ * Resolves once every line logged so far is written, or, through `asyncDestination`, once the reader has
+ * taken nothing for FLUSH_SYNC_MS. Called after a process's last words, before it exits: the exit's
  * synchronous flush writes what is buffered at once, while a write already in flight finishes on its own
  * and may land after it (sonic-boom's flushSync), which would put request lines after the last words.
  */
@@ -58,21 +58,30 @@ export function flushLog(logger: Pick<Logger, 'flush'>): Promise<void> {
  * beyond what waits for a slow reader). sonic-boom runs in its buffer mode: in its default (string) mode it
  * measures the text still waiting to be written at every write (`Buffer.byteLength` of one growing string).
  *
- * A flush at exit never blocks for ever, whatever became of the reader: lines it cannot write within
- * FLUSH_SYNC_MS to a reader that stopped reading (a full pipe), or at all to one that is gone (EPIPE:
- * `| head`, a logger killed with the process group), are dropped, and the process exits as it meant to.
- * Written in the background, a full pipe is waited for as long as the process runs. A pipe given as stdout
- * is non-blocking (stdoutDestination), so the main thread's write returns at once when it is full.
+ * A flush at exit never blocks for ever, whatever became of the reader: lines it cannot write to a reader
+ * that stopped reading (a full pipe that took nothing for FLUSH_SYNC_MS), or at all to one that is gone
+ * (EPIPE: `| head`, a logger killed with the process group), are dropped, and the process exits as it
+ * meant to. A reader that is slow but reading (one starved of a core) is waited for, within the stop's
+ * own bound (src/process/server.ts). Written in the background, a full pipe is waited for as long as the
+ * process runs. A pipe given as stdout is non-blocking (stdoutDestination), so the main thread's write
+ * returns at once when it is full.
  */
 export function asyncDestination(dest: number | string): ReturnType<typeof pino.destination> {
-  let flushDeadline: number | undefined
-  // Set once a flush (flushLog) found the reader not reading for FLUSH_SYNC_MS: the exit's flush then gives up at once.
+  // While the exit's synchronous flush runs: when the reader last took something, and what was left then.
+  let flushingSync: { progressAt: number; left: number } | undefined
+  // Set while a flush (flushLog) finds the reader taking nothing for FLUSH_SYNC_MS, until it takes something:
+  // the exit's flush then gives up at once.
   let stuck = false
   const sonic = pino.destination({
     dest,
     sync: false,
     contentMode: 'buffer',
-    retryEAGAIN: () => flushDeadline === undefined || performance.now() < flushDeadline,
+    retryEAGAIN: (_error: Error, writing: number, queued: number) => {
+      if (flushingSync === undefined) return true
+      const now = performance.now()
+      if (writing + queued !== flushingSync.left) flushingSync = { progressAt: now, left: writing + queued }
+      return !stuck && now - flushingSync.progressAt < FLUSH_SYNC_MS
+    },
   })
   // In buffer mode sonic-boom's write takes Buffers; its types know only the string mode.
   const writeBuffer = sonic.write.bind(sonic) as unknown as (data: Buffer) => boolean
@@ -82,6 +91,12 @@ export function asyncDestination(dest: number | string): ReturnType<typeof pino.
   let turn: string[] = []
   let writingTurn: NodeJS.Immediate | undefined
   let behind = false
+  // When the reader last took something written in the background.
+  let progressAt = performance.now()
+  sonic.on('write', () => {
+    progressAt = performance.now()
+    stuck = false
+  })
   sonic.on('drain', () => {
     behind = false
   })
@@ -113,28 +128,37 @@ export function asyncDestination(dest: number | string): ReturnType<typeof pino.
   sonic.flush = (callback?: (error?: Error) => void) => {
     if (turn.length > 0) writeTurn()
     let called = false
+    let timer: NodeJS.Timeout | undefined
     const done = (error?: Error) => {
       if (called) return
       called = true
       clearTimeout(timer)
       callback?.(error)
     }
-    const timer = setTimeout(() => {
+    const since = performance.now()
+    // Waits while the reader takes something at least every FLUSH_SYNC_MS.
+    const check = () => {
+      const idle = performance.now() - Math.max(since, progressAt)
+      if (idle < FLUSH_SYNC_MS) {
+        timer = setTimeout(check, FLUSH_SYNC_MS - idle)
+        return
+      }
       stuck = true
       done()
-    }, FLUSH_SYNC_MS)
+    }
+    check()
     flush(done)
   }
   const flushSync = sonic.flushSync.bind(sonic)
   sonic.flushSync = () => {
-    flushDeadline = performance.now() + (stuck ? 0 : FLUSH_SYNC_MS)
+    flushingSync = { progressAt: performance.now(), left: -1 }
     try {
       if (turn.length > 0) writeTurn()
       flushSync()
     } catch {
-      // The reader is gone or stuck: nobody can read these lines any more.
+      // The reader is gone or stopped: nobody can read these lines any more.
     } finally {
-      flushDeadline = undefined
+      flushingSync = undefined
     }
   }
   return sonic

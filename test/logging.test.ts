@@ -268,9 +268,11 @@ describe('the log destination', () => {
         file,
         reading: () => {
           const output = fs.openSync(file, 'w')
-          const cat = spawn('cat', [fifo], { stdio: ['ignore', output, 'inherit'] })
-          cat.once('spawn', () => fs.closeSync(placeholder))
+          spawn('cat', [fifo], { stdio: ['ignore', output, 'inherit'] })
+          // The placeholder stays open: closed before cat has opened the FIFO, it would leave a moment without
+          // a reader, in which a write fails with EPIPE.
           after(() => {
+            fs.closeSync(placeholder)
             fs.closeSync(writeEnd)
             fs.closeSync(output)
           })
@@ -342,6 +344,45 @@ describe('a flush at exit, whatever became of the log reader', () => {
       } finally {
         if (reader !== 'gone (EPIPE)') fs.closeSync(readEnd)
       }
+    })
+  }
+
+  // A reader starved of a core: it takes 16 KiB every 300 ms, so the flush lasts past FLUSH_SYNC_MS, though the
+  // reader never stops for as long. It starts before the flushes, or after a first flush (the stop's first line's)
+  // found it taking nothing and gave up on it.
+  const SLOW_READER = `const fs = require('node:fs')
+const [input, output] = [fs.openSync(process.argv[1], 'r'), fs.openSync(process.argv[2], 'w')]
+const chunk = Buffer.alloc(16384)
+const read = () => {
+  const n = fs.readSync(input, chunk)
+  if (n === 0) return
+  fs.writeSync(output, chunk.subarray(0, n))
+  setTimeout(read, 300)
+}
+read()`
+  for (const comes of ['before the flushes', 'after a flush gave up on it'] as const) {
+    it(`writes every line at exit to a reader that reads slowly, coming ${comes}`, async () => {
+      const fifo = path.join(dir, `slow ${comes}`)
+      const file = `${fifo}.log`
+      execFileSync('mkfifo', [fifo])
+      const placeholder = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+      const stream = asyncDestination(fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK))
+      const logger = createLogger({ logLevel: 'info' }, stream)
+      // Three pipes' worth: what the reader takes in about three seconds.
+      for (let i = 0; i < 200; i++) logger.info({ i }, 'x'.repeat(1_000))
+      await new Promise((resolve) => setImmediate(resolve))
+      if (comes === 'after a flush gave up on it') await flushLog(logger)
+      // The placeholder stays open until the reader ends, so that no write meets a FIFO without a reader (EPIPE).
+      const reader = spawn(process.execPath, ['-e', SLOW_READER, fifo, file], { stdio: 'inherit' })
+      const exited = once(reader, 'exit')
+      // As a process exits: flushLog after its last words, then the exit's own flush; then its descriptors close.
+      await flushLog(logger)
+      stream.flushSync()
+      stream.destroy()
+      await exited
+      fs.closeSync(placeholder)
+      const lines = fs.readFileSync(file, 'utf8').split('\n').slice(0, -1).map((line) => (JSON.parse(line) as { i: number }).i)
+      assert.deepEqual(lines, Array.from({ length: 200 }, (_, i) => i))
     })
   }
 })
