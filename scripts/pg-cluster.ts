@@ -173,6 +173,10 @@ export async function startStandby(primary: PostgresNode, options: { synchronous
   await runAsServerUser(path.join(bin, 'pg_basebackup'), [
     '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', path.join(dir, 'data'), '-R', '-X', 'stream', '-c', 'fast',
   ])
+  // Its walreceiver's application_name, which synchronous_standby_names names: with '*', the standby that
+  // connected first would be the synchronous one, whichever was asked to be.
+  const name = path.basename(dir).replaceAll(/\W/g, '_')
+  fs.appendFileSync(path.join(dir, 'data', 'postgresql.auto.conf'), `cluster_name = '${name}'\n`)
   if (options.applyDelayMs !== undefined) {
     fs.appendFileSync(path.join(dir, 'data', 'postgresql.auto.conf'), `recovery_min_apply_delay = '${options.applyDelayMs}ms'\n`)
   }
@@ -185,12 +189,12 @@ export async function startStandby(primary: PostgresNode, options: { synchronous
     await sleep(50)
   }
   if (options.synchronous === true) {
-    await primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'")
+    await primary.query(`ALTER SYSTEM SET synchronous_standby_names = '"${name}"'`)
     await primary.query('SELECT pg_reload_conf()')
   }
   const wanted = options.synchronous === true ? 'sync' : 'async'
   for (let i = 0; ; i++) {
-    const rows = await primary.query<{ sync_state: string }>('SELECT sync_state FROM pg_stat_replication')
+    const rows = await primary.query<{ sync_state: string }>('SELECT sync_state FROM pg_stat_replication WHERE application_name = $1', [name])
     if (rows.some((row) => row.sync_state === wanted)) break
     if (i > 200) throw new Error(`the standby did not become ${wanted}: ${JSON.stringify(rows)}`)
     await sleep(50)
@@ -343,8 +347,6 @@ export async function startReplicaCluster({ applyDelayMs, poolers: pooled = fals
   const primary = await startPrimary()
   // Made before the standbys are copied, so that the delayed one has them at once.
   for (const database of databases) await primary.query(`CREATE DATABASE ${database}`)
-  // The asynchronous one first: startStandby waits for its new standby's state, and once one is synchronous
-  // (synchronous_standby_names = '*'), a later one is 'potential', not 'async'.
   const delayed = await startStandby(primary, { applyDelayMs })
   const standby = await startStandby(primary, { synchronous: true })
   const servers = [primary, standby, delayed]
