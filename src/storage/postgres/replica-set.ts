@@ -281,7 +281,8 @@ export function createReplicaSet(
       }
       // A late primary may still answer: the last resort of a key no standby could look up. So may one this
       // process holds down while its polls wait (behind a pool full of creates waiting for a synchronous standby):
-      // a cursor past every standby was read on a primary since (another instance's, once the primary is back).
+      // a cursor past every standby was read on a primary since (once it was back: by a query that waited through
+      // the outage, or by another instance).
       const pastStandbys = plan.atLeast !== undefined && standbys.every((standby) => (standby.replayed ?? -1n) < (plan.atLeast ?? 0n))
       if (primaryError === undefined && (!primaryDown || pastStandbys) && !refused) {
         const asked = await onPrimary(query, plan.kind)
