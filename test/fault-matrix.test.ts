@@ -451,10 +451,16 @@ async function repointPaused(pooler: Pooler, target: PoolerTarget): Promise<void
   }
 }
 
-/** The first lines the instances logged at level error: what a failed request met. */
+/** The first line of each error the instances logged at level error: what a failed request met. */
 function errorLines(instances: readonly ServerProcess[], most = 8): string {
   const lines = instances.flatMap((instance) => instance.output().split('\n').filter((line) => line.includes('"level":50')))
-  return lines.slice(0, most).join('\n')
+  // The errors a fault is expected to cause (creates refused while the primary is down) come by the hundred.
+  const byError = new Map<string, string>()
+  for (const line of lines) {
+    const error = /"message":"((?:[^"\\]|\\.)*)"/.exec(line)?.[1] ?? line
+    if (!byError.has(error)) byError.set(error, line)
+  }
+  return [...byError.values()].slice(0, most).join('\n')
 }
 
 /** petstore_db_replica_usable of `standby` as `instance` sees it. */
