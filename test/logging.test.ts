@@ -307,6 +307,9 @@ describe('the log destination', () => {
           if (i % 100 === 99) await new Promise((resolve) => setImmediate(resolve))
           if (i === LINES / 2) reading()
         }
+        // Lines in the file already: for the pipe, cat reading, since cat's start, which a loaded machine can make
+        // last over a second, is no pause of a reader.
+        while (!fs.existsSync(file) || fs.statSync(file).size === 0) await new Promise((resolve) => setTimeout(resolve, 10))
         await finish(file, stream, logger)
         const lines = linesIn(file)
         assert.deepEqual(lines.map((line) => line.msg), sent)
@@ -347,7 +350,7 @@ describe('a flush at exit, whatever became of the log reader', () => {
     })
   }
 
-  // A reader starved of a core: it takes 16 KiB every 300 ms, so the flush lasts past FLUSH_SYNC_MS, though the
+  // A reader starved of a core: it takes 16 KiB every 200 ms, so the flush lasts past FLUSH_SYNC_MS, though the
   // reader never stops for as long. It starts before the flushes, or after a first flush (the stop's first line's)
   // found it taking nothing and gave up on it.
   const SLOW_READER = `const fs = require('node:fs')
@@ -357,7 +360,7 @@ const read = () => {
   const n = fs.readSync(input, chunk)
   if (n === 0) return
   fs.writeSync(output, chunk.subarray(0, n))
-  setTimeout(read, 300)
+  setTimeout(read, 200)
 }
 read()`
   for (const comes of ['before the flushes', 'after a flush gave up on it'] as const) {
@@ -375,6 +378,8 @@ read()`
       // The placeholder stays open until the reader ends, so that no write meets a FIFO without a reader (EPIPE).
       const reader = spawn(process.execPath, ['-e', SLOW_READER, fifo, file], { stdio: 'inherit' })
       const exited = once(reader, 'exit')
+      // Reading already: Node's start, which a loaded machine can make last over a second, is no pause of a reader.
+      while (!fs.existsSync(file) || fs.statSync(file).size === 0) await new Promise((resolve) => setTimeout(resolve, 10))
       // As a process exits: flushLog after its last words, then the exit's own flush; then its descriptors close.
       await flushLog(logger)
       stream.flushSync()
