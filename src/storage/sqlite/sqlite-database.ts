@@ -26,6 +26,29 @@ function recordedMigrations(db: Sqlite.Database): RecordedMigrations {
   }
 }
 
+/** How long a new connection's first statement is tried again when SQLite answers busy without waiting. */
+const OPEN_BUSY_MS = 5_000
+
+/**
+ * Puts the file in WAL mode: the connection's first statement. SQLite answers it SQLITE_BUSY at once, without
+ * its busy handler, while another process's last connection to the file closes (it cleans the WAL up under an
+ * exclusive lock) or one recovers the WAL (https://sqlite.org/wal.html, "Sometimes Queries Return SQLITE_BUSY"):
+ * as when instances start and `petstore migrate` runs at once. Tried again until OPEN_BUSY_MS has passed.
+ */
+function enterWal(db: Sqlite.Database): void {
+  const deadline = performance.now() + OPEN_BUSY_MS
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL')
+      return
+    } catch (error) {
+      if (!(error instanceof Sqlite.SqliteError && error.code.startsWith('SQLITE_BUSY')) || performance.now() > deadline) throw error
+      // Opening is synchronous: the thread waits 10 ms.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10)
+    }
+  }
+}
+
 /** Pages copied per turn of the event loop by `backup` (4 KiB each: 4 MiB). */
 const BACKUP_PAGES_PER_STEP = 1024
 
@@ -41,7 +64,7 @@ export function openSqliteDatabase(file: string, { named = 'DATABASE_URL', log }
         'a symlink swapped, or its -wal file deleted): writes, reads and readiness are refused until the service is restarted',
     ),
   )
-  db.pragma('journal_mode = WAL')
+  enterWal(db)
   // FULL: a commit is on disk before the 201 leaves, even across power loss, not only a crash.
   db.pragma('synchronous = FULL')
   db.pragma('busy_timeout = 5000')
