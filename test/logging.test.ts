@@ -230,6 +230,11 @@ for (const engine of DIRECT_ENGINES) {
   })
 }
 
+/** Until the reader has written something of the log to `file`: it reads. */
+async function readerStarted(file: string): Promise<void> {
+  while (!fs.existsSync(file) || fs.statSync(file).size === 0) await new Promise((resolve) => setTimeout(resolve, 10))
+}
+
 describe('the log destination', () => {
   // Lines of every UTF-8 width, and longer than one write (sonic-boom writes at most 16 KiB at once).
   const TEXTS = ['plain', 'café', '日本語のペット', 'a cat 🐈 and a dog 🐕', 'x'.repeat(20_000), '"quoted" \\ back\nslash']
@@ -309,7 +314,7 @@ describe('the log destination', () => {
         }
         // Lines in the file already: for the pipe, cat reading, since cat's start, which a loaded machine can make
         // last over a second, is no pause of a reader.
-        while (!fs.existsSync(file) || fs.statSync(file).size === 0) await new Promise((resolve) => setTimeout(resolve, 10))
+        await readerStarted(file)
         await finish(file, stream, logger)
         const lines = linesIn(file)
         assert.deepEqual(lines.map((line) => line.msg), sent)
@@ -379,7 +384,7 @@ read()`
       const reader = spawn(process.execPath, ['-e', SLOW_READER, fifo, file], { stdio: 'inherit' })
       const exited = once(reader, 'exit')
       // Reading already: Node's start, which a loaded machine can make last over a second, is no pause of a reader.
-      while (!fs.existsSync(file) || fs.statSync(file).size === 0) await new Promise((resolve) => setTimeout(resolve, 10))
+      await readerStarted(file)
       // As a process exits: flushLog after its last words, then the exit's own flush; then its descriptors close.
       await flushLog(logger)
       stream.flushSync()
