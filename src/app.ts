@@ -1,4 +1,5 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
+import type { Logger } from 'pino'
 import { createAuthenticate } from './api-keys/api-keys.auth.js'
 import { containsKey } from './shared/redaction.js'
 import { createAuthFailuresCounter, createRateLimitedCounter } from './api-keys/api-keys.metrics.js'
@@ -37,7 +38,7 @@ export interface AppDeps {
   config: Config
   storage: Storage
   clock?: Clock
-  logger: FastifyBaseLogger
+  logger: Logger
   /** True once shutdown has begun: readiness fails (src/process/drain.ts closes the connections). */
   isDraining?: () => boolean
   /** Where requests, refusals and the pool are counted; absent: a registry of the app's own. */
@@ -67,8 +68,10 @@ export async function buildApp({
   tls,
 }: AppDeps): Promise<FastifyInstance> {
   const { trustProxy } = config
+  // Typed as the logger every plugin and hook takes (pino's, seen as Fastify's own).
+  const fastifyLogger: FastifyBaseLogger = logger
   const app = Fastify({
-    loggerInstance: logger,
+    loggerInstance: fastifyLogger,
     // One line per request is written by the onResponse hook below instead.
     logController: new LogController({ disableRequestLogging: true }),
     childLoggerFactory: noChildLogger,
@@ -99,7 +102,7 @@ export async function buildApp({
   app.addHook('onRequest', echoRequestId)
   // Second only to the request id, which its refusals carry too.
   app.addHook('onRequest', protocolChecks)
-  registerRequestLog(app, { clientAddress: config.logClientAddress, traceIds })
+  registerRequestLog(app, { clientAddress: config.logClientAddress, traceIds, logger })
 
   registerRequestMetrics(app, metrics)
   // Before the load shedding, the routes and collectRouteMethods (see registerCors): a preflight is

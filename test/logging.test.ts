@@ -7,7 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import type { Logger } from 'pino'
-import { asyncDestination, createLogger, flushLog } from '../src/logger.js'
+import { asyncDestination, createLogger, flushLog, infoLines } from '../src/logger.js'
 import type { InjectOptions } from 'fastify'
 import { DIRECT_ENGINES, type TestApp, type TestAppFixture, postPet, useTestApp } from './helper.js'
 
@@ -234,6 +234,55 @@ for (const engine of DIRECT_ENGINES) {
 async function readerStarted(file: string): Promise<void> {
   while (!fs.existsSync(file) || fs.statSync(file).size === 0) await new Promise((resolve) => setTimeout(resolve, 10))
 }
+
+describe('infoLines, the request line\'s writer', () => {
+  // Every kind of string pino escapes its own way (quotes, backslashes, control characters, long strings)
+  // or leaves as it is (non-ASCII, emoji, a line separator), a key that must be redacted (plain and
+  // percent-encoded), and the numbers and nulls a line holds.
+  const KEY = `ps_live_${'a1B2'.repeat(8)}`
+  const STRINGS = ['', 'plain', 'say "hi"', 'back\\slash', 'tab\tnew\nline', '\u0000\u001f', 'café 日本', 'a cat 🐈', '\u2028', 'x'.repeat(150), KEY, `/v1/${KEY}`, `%70s_live_${'Z'.repeat(32)}`]
+  const VALUES: unknown[] = [...STRINGS, 0, 200, -1, 0.41, 1e21, Number.NaN, null, undefined]
+  // What each writes, its time made equal.
+  const written = (log: (logger: Logger) => void, level = 'info'): string[] => {
+    const lines: string[] = []
+    const logger = createLogger({ logLevel: level as 'info' }, { write: (line: string) => lines.push(line) })
+    log(logger)
+    return lines.map((line) => line.replace(/"time":\d+/, '"time":0'))
+  }
+
+  it('writes what logger.info writes, byte for byte, for every value in every place of a line', () => {
+    let compared = 0
+    for (const value of VALUES) {
+      for (const fields of [{ value }, { reqId: 'r', value, status: 200 }, { reqId: value, route: null, durationMs: 1.5 }]) {
+        const expected = written((logger) => logger.info(fields, 'request'))
+        const actual = written((logger) => infoLines(logger, 'request')(fields))
+        assert.equal(actual.length, 1)
+        assert.deepEqual(actual, expected, JSON.stringify(fields))
+        compared++
+      }
+    }
+    assert.equal(compared, VALUES.length * 3)
+    // The key is redacted by the same hook.
+    assert.ok(!written((logger) => infoLines(logger, 'request')({ path: `/v1/${KEY}` })).join('').includes(KEY))
+  })
+
+  it('writes a lone surrogate escaped, which reads back as what logger.info writes raw', () => {
+    for (const value of ['\ud800', 'a\udfffb']) {
+      const [expected] = written((logger) => logger.info({ value }, 'request'))
+      const [actual] = written((logger) => infoLines(logger, 'request')({ value }))
+      assert.ok(actual?.includes('\\ud'), actual)
+      assert.deepEqual(JSON.parse(actual ?? ''), JSON.parse(expected ?? ''))
+    }
+  })
+
+  it('writes nothing at a level above info, as logger.info', () => {
+    for (const level of ['warn', 'error', 'silent']) {
+      assert.deepEqual(written((logger) => infoLines(logger, 'request')({ status: 200 }), level), [])
+      assert.deepEqual(written((logger) => logger.info({ status: 200 }, 'request'), level), [])
+    }
+    assert.equal(written((logger) => infoLines(logger, 'request')({}), 'debug').length, 1)
+  })
+})
 
 describe('the log destination', () => {
   // Lines of every UTF-8 width, and longer than one write (sonic-boom writes at most 16 KiB at once).

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
+import type { Logger } from 'pino'
 import { routeOf } from './route.js'
 import { REQUEST_ID } from './header-names.js'
+import { infoLines } from '../logger.js'
 
 /** The one line logged per request. */
 interface RequestLogLine {
@@ -53,10 +55,13 @@ interface RequestLogOptions {
   clientAddress: boolean
   /** With tracing on, the ids of the request's trace. */
   traceIds: (() => { traceId: string; spanId: string } | undefined) | undefined
+  /** The app's logger, through which the lines are written. */
+  logger: Logger
 }
 
 /** Logs one line per answered request (Fastify's own request logging is off). */
-export function registerRequestLog(app: FastifyInstance, { clientAddress, traceIds }: RequestLogOptions): void {
+export function registerRequestLog(app: FastifyInstance, { clientAddress, traceIds, logger }: RequestLogOptions): void {
+  const log = infoLines(logger, 'request')
   app.addHook('onResponse', (request, reply, done) => {
     const route = routeOf(request)
     const line: RequestLogLine = {
@@ -83,7 +88,7 @@ export function registerRequestLog(app: FastifyInstance, { clientAddress, traceI
         line.spanId = ids.spanId
       }
     }
-    request.log.info(line, 'request')
+    log(line)
     done()
   })
 }
