@@ -1,11 +1,11 @@
 // The floor: the baseline's store served by Fastify with what the project's rules mandate on every
 // request, each library used the cheapest way it supports, as the service uses it (bench/README.md):
-// routes with JSON schemas (Fastify's default ajv), a bearer check in an onRequest hook, one pino info
-// line per request without a child logger, written asynchronously to a file by sonic-boom in its buffer
-// mode (floorDestination), the service's request counter and histogram (prom-client told at scrape time),
-// @fastify/rate-limit per key (a max it never reaches), 201 on create. Nothing of the service's own: no
-// request id header, ETag, idempotency, deprecation recording, load shedding or failed-auth limit. Its
-// req/s is what the service could reach if its own code cost nothing: floor ÷ baseline is the libraries'
+// routes with JSON schemas (Fastify's default ajv), a bearer check in an onRequest hook, one info line per
+// request in pino's format, serialised as the service serialises its own (src/logger.ts, infoLines) and
+// written asynchronously to a file by sonic-boom in its buffer mode (floorDestination), the service's
+// request counter and histogram (prom-client told at scrape time), @fastify/rate-limit per key (a max it
+// never reaches), 201 on create. Nothing of the service's own: no request id header, ETag, idempotency,
+// deprecation recording, load shedding or failed-auth limit. Its req/s is what the service could reach if its own code cost nothing: floor ÷ baseline is the libraries'
 // price, service ÷ floor what is left to win. Same bytes as the service and the baselines for the four
 // scenarios (checked).
 // The store is the run's baseline's, the same module: on SQLite the seeded pets in memory
@@ -18,6 +18,7 @@ import rateLimit from '@fastify/rate-limit'
 import Fastify, { type FastifyError, LogController } from 'fastify'
 import pino from 'pino'
 import { createMetrics } from '../src/http/metrics.js'
+import { infoLines } from '../src/logger.js'
 import {
   BODY_LIMIT_BYTES,
   type BaselineStore,
@@ -62,8 +63,12 @@ function floorDestination(file: string) {
   return destination
 }
 
+const logger = pino({ level: 'info' }, floorDestination(required('BENCH_LOG_FILE')))
+// The request line as the service writes its own: it cost the floor less than pino's `info`.
+const logRequest = infoLines(logger, 'request')
+
 const app = Fastify({
-  loggerInstance: pino({ level: 'info' }, floorDestination(required('BENCH_LOG_FILE'))),
+  loggerInstance: logger,
   // Fastify's own request logging writes two lines per request; the service writes one, below.
   logController: new LogController({ disableRequestLogging: true }),
   // pino's cheapest use, as the service's: no child logger per request; the line names its reqId.
@@ -84,7 +89,7 @@ app.addHook('onRequest', (request, reply, done) => {
 })
 app.addHook('onResponse', (request, reply, done) => {
   const route = request.routeOptions.url
-  request.log.info({ reqId: request.id, method: request.method, route: route ?? null, status: reply.statusCode, durationMs: reply.elapsedTime }, 'request')
+  logRequest({ reqId: request.id, method: request.method, route: route ?? null, status: reply.statusCode, durationMs: reply.elapsedTime })
   countRequest(request.method, route ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000)
   done()
 })
