@@ -5,9 +5,9 @@
 // written asynchronously to a file by sonic-boom in its buffer mode (floorDestination), the service's
 // request counter and histogram (prom-client told at scrape time), @fastify/rate-limit per key (a max it
 // never reaches), 201 on create. Nothing of the service's own: no request id header, ETag, idempotency,
-// deprecation recording, load shedding or failed-auth limit. Its req/s is what the service could reach if its own code cost nothing: floor ÷ baseline is the libraries'
-// price, service ÷ floor what is left to win. Same bytes as the service and the baselines for the four
-// scenarios (checked).
+// deprecation recording, load shedding or failed-auth limit. Its req/s is what the service could reach if
+// its own code cost nothing: floor ÷ baseline is the libraries' price, service ÷ floor what is left to
+// win. Same bytes as the service and the baselines for the four scenarios (checked).
 // The store is the run's baseline's, the same module: on SQLite the seeded pets in memory
 // (memory-store.ts), on PostgreSQL the service's tables through node-postgres with the baseline's
 // prepared statements and pool (postgres-store.ts).
