@@ -8,6 +8,7 @@ import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import type { Logger } from 'pino'
 import { asyncDestination, createLogger, flushLog, infoLines } from '../src/logger.js'
+import { randomRequestId } from '../src/http/request-log.js'
 import type { InjectOptions } from 'fastify'
 import { DIRECT_ENGINES, type TestApp, type TestAppFixture, postPet, useTestApp } from './helper.js'
 
@@ -84,7 +85,7 @@ describe('request logging and request ids', () => {
   it('replaces an insane X-Request-Id with a generated one', async () => {
     for (const given of ['has spaces', 'x'.repeat(129), 'quote"s', '']) {
       const response = await fx.testApp.request(fx.key, { method: 'GET', url: '/v1/pets', headers: { 'x-request-id': given } })
-      assert.match(String(response.headers['x-request-id']), /^[0-9a-f-]{36}$/)
+      assert.match(String(response.headers['x-request-id']), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
     }
   })
 
@@ -234,6 +235,27 @@ for (const engine of DIRECT_ENGINES) {
 async function readerStarted(file: string): Promise<void> {
   while (!fs.existsSync(file) || fs.statSync(file).size === 0) await new Promise((resolve) => setTimeout(resolve, 10))
 }
+
+describe('randomRequestId, the generated request id', () => {
+  const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+
+  it('makes version 4 UUIDs, each new, across the refills of its random bytes', () => {
+    // 1,000 refills of 128 ids.
+    const ids = Array.from({ length: 128_000 }, randomRequestId)
+    for (const id of ids) assert.match(id, UUID_V4)
+    assert.equal(new Set(ids).size, ids.length)
+  })
+
+  it('draws every random digit from all sixteen, in every place', () => {
+    const ids = Array.from({ length: 4_000 }, randomRequestId)
+    for (let place = 0; place < 36; place++) {
+      const seen = new Set(ids.map((id) => id[place]))
+      // The dashes, the version's 4, and the variant's 8 to b.
+      const expected = [8, 13, 18, 23].includes(place) ? 1 : place === 14 ? 1 : place === 19 ? 4 : 16
+      assert.equal(seen.size, expected, `place ${place}: ${[...seen].sort().join('')}`)
+    }
+  })
+})
 
 describe('infoLines, the request line\'s writer', () => {
   // Every kind of string pino escapes its own way (quotes, backslashes, control characters, long strings)

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
@@ -8,6 +7,7 @@ import { sendError } from './error-handler.js'
 import { continueWhenBodyIsRead } from './expect-continue.js'
 import { IDEMPOTENCY_KEY, REQUEST_ID } from './header-names.js'
 import { CONNECTIONS_CHECKING_INTERVAL_MS, http } from './node-http.js'
+import { randomRequestId } from './request-log.js'
 import { type CertificatePair, STRICT_TRANSPORT_SECURITY, createHttpsServer } from './tls.js'
 
 /*
@@ -73,7 +73,7 @@ function closingAnswer(error: ApiError, socket: Duplex | null): { headers: Recor
   const headers = {
     ...error.headers,
     ...(socket !== null && 'encrypted' in socket ? { 'Strict-Transport-Security': STRICT_TRANSPORT_SECURITY } : {}),
-    'X-Request-Id': randomUUID(),
+    'X-Request-Id': randomRequestId(),
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': String(Buffer.byteLength(text)),
     'Cache-Control': 'no-store',

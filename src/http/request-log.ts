@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { randomFillSync } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { Logger } from 'pino'
 import { routeOf } from './route.js'
@@ -26,6 +26,35 @@ interface RequestLogLine {
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
+/** Random bytes for request ids, 16 an id, refilled once used up: one call into OpenSSL per 128 ids, as randomUUID makes. */
+const idEntropy = Buffer.alloc(16 * 128)
+let entropyAt = idEntropy.length
+const idText = Buffer.alloc(36)
+const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1')
+
+/**
+ * A random UUID (version 4, RFC 9562), as `crypto.randomUUID` makes, written out as one string. randomUUID
+ * joins its 36 characters piece by piece, which V8 keeps as a tree of strings: each later use (the
+ * header's check, the log line's JSON) then copies it into one first, or takes a slower path.
+ */
+export function randomRequestId(): string {
+  if (entropyAt === idEntropy.length) {
+    randomFillSync(idEntropy)
+    entropyAt = 0
+  }
+  let at = 0
+  for (let i = 0; i < 16; i++) {
+    if (at === 8 || at === 13 || at === 18 || at === 23) idText[at++] = 0x2d
+    const random = idEntropy[entropyAt + i] as number
+    // The version's four bits, then the variant's two.
+    const byte = i === 6 ? (random & 0x0f) | 0x40 : i === 8 ? (random & 0x3f) | 0x80 : random
+    idText[at++] = HEX_DIGITS[byte >> 4] as number
+    idText[at++] = HEX_DIGITS[byte & 0x0f] as number
+  }
+  entropyAt += 16
+  return idText.toString('latin1')
+}
+
 /**
  * Fastify's `genReqId`: a client-supplied `X-Request-Id` is kept only if it is safe to echo and to
  * log, never one that `containsKey`; any other request gets a UUID.
@@ -33,7 +62,7 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 export function requestIdOf(containsKey: (text: string) => boolean): (request: { headers: FastifyRequest['headers'] }) => string {
   return (request) => {
     const given = request.headers[REQUEST_ID]
-    return typeof given === 'string' && SANE_REQUEST_ID.test(given) && !containsKey(given) ? given : randomUUID()
+    return typeof given === 'string' && SANE_REQUEST_ID.test(given) && !containsKey(given) ? given : randomRequestId()
   }
 }
 
