@@ -24,12 +24,18 @@ interface Built {
   final: boolean
 }
 
+/**
+ * An answer's key: a string, or a number where the answer has one (a pet's id). A number is looked up by
+ * its value; a string made for the request is first looked up in V8's table of strings (bench/findings.md).
+ */
+export type CacheKey = string | number
+
 export interface RepresentationCache {
   /**
    * The cached answer for `key`, at once, or (a promise of) the answer `build()` reads, kept as long as it is
    * known to be current.
    */
-  get(key: string, build: () => Promise<Built>): Representation | Promise<Representation>
+  get(key: CacheKey, build: () => Promise<Built>): Representation | Promise<Representation>
   /** What the cache holds: its answers, what they cost (entryCost's sum, within its budget), and the keys it remembers seeing. */
   size(): { entries: number; bytes: number; recentKeys: number }
 }
@@ -44,10 +50,11 @@ export const ENTRY_OVERHEAD_BYTES = 384
 
 /**
  * The whole cost of keeping `answer` under `key`. The body is counted in UTF-8 bytes, never fewer than
- * V8 stores it in; the key, the ETag and the Link are ASCII (a valid cursor, the public base URL).
+ * V8 stores it in; a string key, the ETag and the Link are ASCII (a valid cursor, the public base URL), a
+ * number key a double's 8 bytes.
  */
-export function entryCost(key: string, answer: Representation): number {
-  return ENTRY_OVERHEAD_BYTES + key.length + Buffer.byteLength(answer.body) + answer.etag.length + (answer.link?.length ?? 0)
+export function entryCost(key: CacheKey, answer: Representation): number {
+  return ENTRY_OVERHEAD_BYTES + (typeof key === 'string' ? key.length : 8) + Buffer.byteLength(answer.body) + answer.etag.length + (answer.link?.length ?? 0)
 }
 
 /**
@@ -91,15 +98,15 @@ export function createRepresentationCache({
   maxBytes?: number
 }): RepresentationCache {
   // `served`: the answer was given from memory at least once (a hit) since it was kept.
-  const entries = new Map<string, { answer: Representation; readAt: number; cost: number; final: boolean; served: boolean }>()
+  const entries = new Map<CacheKey, { answer: Representation; readAt: number; cost: number; final: boolean; served: boolean }>()
   let bytes = 0
-  const forget = (key: string) => {
+  const forget = (key: CacheKey) => {
     const old = entries.get(key)
     if (old === undefined) return
     entries.delete(key)
     bytes -= old.cost
   }
-  const keep = (key: string, answer: Representation, readAt: number, final: boolean) => {
+  const keep = (key: CacheKey, answer: Representation, readAt: number, final: boolean) => {
     forget(key)
     const cost = entryCost(key, answer)
     // One larger than the whole budget is never kept, and empties nothing.
@@ -152,13 +159,13 @@ export function createRepresentationCache({
   // scan (every pet once, every page of a walk), or a walk that comes back more slowly, keeps nothing but
   // its keys, where keeping each answer costs CPU per read, and memory and collections for nothing
   // (docs/decisions/0010-performance.md).
-  let thisSecond = new Map<string, number>()
-  let lastSecond = new Map<string, number>()
+  let thisSecond = new Map<CacheKey, number>()
+  let lastSecond = new Map<CacheKey, number>()
   let rotatedAt = Number.NEGATIVE_INFINITY
-  const cameBack = (key: string, now: number) => {
+  const cameBack = (key: CacheKey, now: number) => {
     if (now - rotatedAt >= FINAL_RECHECK_MS || now < rotatedAt) {
-      lastSecond = now >= rotatedAt && now - rotatedAt < 2 * FINAL_RECHECK_MS ? thisSecond : new Map<string, number>()
-      thisSecond = new Map<string, number>()
+      lastSecond = now >= rotatedAt && now - rotatedAt < 2 * FINAL_RECHECK_MS ? thisSecond : new Map<CacheKey, number>()
+      thisSecond = new Map<CacheKey, number>()
       rotatedAt = now
     }
     const readAt = thisSecond.get(key) ?? lastSecond.get(key)

@@ -3,8 +3,9 @@ import type { Registry } from 'prom-client'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { requireScope } from '../api-keys/api-keys.auth.js'
 import type { Clock } from '../shared/clock.js'
+import { EXACT_NUMBER_DIGITS } from '../shared/int64.js'
 import { conditionalGet } from './pets.conditional.js'
-import { READ_CACHE_BUDGET_BYTES, type Representation, createRepresentationCache, representation } from './pets.representation-cache.js'
+import { type CacheKey, READ_CACHE_BUDGET_BYTES, type Representation, createRepresentationCache, representation } from './pets.representation-cache.js'
 import { watchReadCache } from './pets.metrics.js'
 import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
 import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED_HEADER } from '../http/header-names.js'
@@ -37,6 +38,9 @@ export interface PetsRoutesDeps {
  */
 const CREATES_AND_READS: Record<keyof PetsRepository, true> = { create: true, createOnce: true, list: true, findById: true, version: true }
 export const PETS_REPOSITORY_METHODS: readonly string[] = Object.keys(CREATES_AND_READS)
+
+/** A pet's key in the read cache, from its validated id: the number where it is exact, else a string no listing's key equals. */
+const petKey = (petId: string): CacheKey => (petId.length <= EXACT_NUMBER_DIGITS ? Number(petId) : `pet ${petId}`)
 
 /** The route's compiled 200 serializer: the bytes a cached answer holds are those Fastify would send. */
 function serializer200(reply: FastifyReply): (payload: unknown) => string {
@@ -117,7 +121,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     },
     (request, reply) => {
       const { petId } = request.params
-      const answer = answers.get(`pet ${petId}`, async () => {
+      const answer = answers.get(petKey(petId), async () => {
         const serialize = serializer200(reply)
         return { answer: representation(serialize(await pets.get(BigInt(petId)))), final: true }
       })
