@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, Route
 import { ApiError, type ErrorCode } from '../errors.js'
 import { http } from './node-http.js'
 import { BODY_LIMIT_BYTES } from '../shared/request-limits.js'
+import { JSON_CONTENT_TYPE } from './header-names.js'
 
 /** Fastify's own errors, by code, as the catalogue says them. */
 const FRAMEWORK_ERRORS: Record<string, () => ApiError> = {
@@ -36,7 +37,7 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   reply.request.errorCode = error.code
   return reply
     .code(error.status)
-    .headers({ ...error.headers, 'cache-control': 'no-store', 'content-type': 'application/json; charset=utf-8' })
+    .headers({ ...error.headers, 'cache-control': 'no-store', 'content-type': JSON_CONTENT_TYPE })
     .send(error.toBody())
 }
 

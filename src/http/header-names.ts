@@ -17,3 +17,6 @@ export const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed'
  * Fastify hold header names: lower case.
  */
 export const REQUEST_ID = 'x-request-id'
+
+/** The `Content-Type` of every JSON answer: bodies, errors and the probes'. */
+export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'

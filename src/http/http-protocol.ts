@@ -5,7 +5,7 @@ import type { FastifyBaseLogger, onRequestHookHandler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { sendError } from './error-handler.js'
 import { continueWhenBodyIsRead } from './expect-continue.js'
-import { IDEMPOTENCY_KEY, REQUEST_ID } from './header-names.js'
+import { IDEMPOTENCY_KEY, JSON_CONTENT_TYPE, REQUEST_ID } from './header-names.js'
 import { CONNECTIONS_CHECKING_INTERVAL_MS, http } from './node-http.js'
 import { randomRequestId } from './request-log.js'
 import { type CertificatePair, STRICT_TRANSPORT_SECURITY, createHttpsServer } from './tls.js'
@@ -74,7 +74,7 @@ function closingAnswer(error: ApiError, socket: Duplex | null): { headers: Recor
     ...error.headers,
     ...(socket !== null && 'encrypted' in socket ? { 'Strict-Transport-Security': STRICT_TRANSPORT_SECURITY } : {}),
     'X-Request-Id': randomRequestId(),
-    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Type': JSON_CONTENT_TYPE,
     'Content-Length': String(Buffer.byteLength(text)),
     'Cache-Control': 'no-store',
     Connection: 'close',

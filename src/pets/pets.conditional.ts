@@ -1,5 +1,7 @@
 import { Readable } from 'node:stream'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply } from 'fastify'
+import { JSON_CONTENT_TYPE } from '../http/header-names.js'
+import type { Representation } from './pets.representation-cache.js'
 
 /**
  * Responses to reads may be kept by the client's own cache (never a shared one: they answer one
@@ -19,25 +21,19 @@ export function matchesIfNoneMatch(header: string | undefined, etag: string): bo
 }
 
 /**
- * onSend hook of a read whose handler set the `ETag` (see `representation`): gives a 200 its
- * caching headers, and answers `304 Not Modified` without a body when the client already holds
- * this representation (RFC 9110 §13.1.2).
+ * Sends a read's answer: a 200 with its ETag and caching headers, or `304 Not Modified` without a body
+ * when the client already holds this representation (RFC 9110 §13.1.2). From the handler, not an onSend
+ * hook: only these answers have an ETag, and a hook would run on every answer of the route.
  */
-export function conditionalGet(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  payload: unknown,
-  done: (error: Error | null, payload: unknown) => void,
-): void {
-  const etag = reply.getHeader('etag')
-  if (reply.statusCode !== 200 || typeof etag !== 'string') return done(null, payload)
-  // Added to, not replaced: with CORS on, the answer also varies by Origin (src/http/cors.ts).
+export function sendRepresentation(reply: FastifyReply, { body, etag, link }: Representation): FastifyReply {
+  // Added to, not replaced: with CORS on, the answer also varies by Origin (src/http/cors.ts, an onRequest hook).
   const vary = reply.getHeader('vary')
-  reply.header('cache-control', READ_CACHE_CONTROL).header('vary', vary === undefined ? 'Authorization' : `${String(vary)}, Authorization`)
-  if (!matchesIfNoneMatch(request.headers['if-none-match'], etag)) return done(null, payload)
-  reply.code(304).removeHeader('content-type')
-  // The HEAD route Fastify derives from a GET appends a last onSend that reads the payload and throws on
-  // null (fastify/fastify#6978), and would put a Content-Length on an empty string: an ended stream is
-  // the empty payload it passes on as it is, so that HEAD's 304 carries exactly GET's headers.
-  done(null, request.method === 'HEAD' ? Readable.from([]) : null)
+  reply.header('etag', etag).header('cache-control', READ_CACHE_CONTROL).header('vary', vary === undefined ? 'Authorization' : `${String(vary)}, Authorization`)
+  if (link !== undefined) reply.header('link', link)
+  const { request } = reply
+  if (!matchesIfNoneMatch(request.headers['if-none-match'], etag)) return reply.type(JSON_CONTENT_TYPE).send(body)
+  // No payload at all: `null` would be serialised as JSON. The HEAD route Fastify derives from a GET appends an
+  // onSend that would put a Content-Length on none (fastify/fastify#6978): an ended stream passes through it
+  // as nothing, so that HEAD's 304 carries exactly GET's headers.
+  return reply.code(304).send(request.method === 'HEAD' ? Readable.from([]) : undefined)
 }

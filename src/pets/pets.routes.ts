@@ -4,11 +4,11 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { requireScope } from '../api-keys/api-keys.auth.js'
 import type { Clock } from '../shared/clock.js'
 import { EXACT_NUMBER_DIGITS } from '../shared/int64.js'
-import { conditionalGet } from './pets.conditional.js'
+import { sendRepresentation } from './pets.conditional.js'
 import { type CacheKey, READ_CACHE_BUDGET_BYTES, type Representation, createRepresentationCache, representation } from './pets.representation-cache.js'
 import { watchReadCache } from './pets.metrics.js'
 import type { DeprecationHooks } from '../deprecations/deprecations.hooks.js'
-import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED_HEADER } from '../http/header-names.js'
+import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED_HEADER, JSON_CONTENT_TYPE } from '../http/header-names.js'
 import type { IdempotencyService } from '../idempotency/idempotency.service.js'
 import { LIMIT_DEFAULT, PetStatusSchema, createPetSchema, getPetSchema, listPetsSchema } from './pets.schemas.js'
 import type { NewPet, Pet, PetsRepository } from './pets.repository.js'
@@ -61,16 +61,11 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   // no later create can enter it. The last page is not: creates extend it.
   const answers = createRepresentationCache({ version: pets.version, clock, maxBytes: READ_CACHE_BUDGET_BYTES })
   watchReadCache(registry, answers, READ_CACHE_BUDGET_BYTES)
-  const send = (reply: FastifyReply, answer: Representation) => {
-    reply.header('etag', answer.etag).type('application/json; charset=utf-8')
-    if (answer.link !== undefined) reply.header('link', answer.link)
-    return reply.send(answer.body)
-  }
   // A cached answer is sent at once: the reads' handlers return a promise only when they read.
   const sendWhenRead = (reply: FastifyReply, answer: Representation | Promise<Representation>) =>
-    answer instanceof Promise ? answer.then((read) => send(reply, read)) : send(reply, answer)
+    answer instanceof Promise ? answer.then((read) => sendRepresentation(reply, read)) : sendRepresentation(reply, answer)
 
-  app.get(PETS_PATH, { schema: listPetsSchema, onRequest: [authenticate, requireScope('pets:read')], onSend: conditionalGet }, (request, reply) => {
+  app.get(PETS_PATH, { schema: listPetsSchema, onRequest: [authenticate, requireScope('pets:read')] }, (request, reply) => {
     const { status, cursor } = request.query
     const limit = request.query.limit === undefined ? LIMIT_DEFAULT : Number(request.query.limit)
     const answer = answers.get(`list ${limit} ${status ?? ''} ${cursor ?? ''}`, async () => {
@@ -100,7 +95,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
     return reply
       .code(response.status as 201) // respond() above is the only source of stored createPet responses
       .header('location', response.location)
-      .type('application/json; charset=utf-8')
+      .type(JSON_CONTENT_TYPE)
       .send(response.body)
   }
 
@@ -117,7 +112,6 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
       schema: getPetSchema,
       // The gate counts every call of a valid key, one without the scope too, and answers 410 after the sunset to anyone.
       onRequest: [getPetDeprecation.headers, authenticate, getPetDeprecation.gate, requireScope('pets:read')],
-      onSend: conditionalGet,
     },
     (request, reply) => {
       const { petId } = request.params

@@ -93,7 +93,7 @@ const ConditionalReadHeadersSchema = Type.Object({
   ),
 })
 
-/** On every 200 and 304 of a read (conditionalGet). */
+/** On every 200 and 304 of a read (sendRepresentation, pets.conditional.ts). */
 const cachingHeaders = alwaysSent({
   // A digest of the answer in 27 characters, quoted (pets.representation-cache.ts).
   ETag: Type.String({

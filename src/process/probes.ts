@@ -1,4 +1,5 @@
 import { ApiError } from '../errors.js'
+import { JSON_CONTENT_TYPE } from '../http/header-names.js'
 
 /**
  * What the metrics port answers and the thread that listens there (src/process/probe-thread.ts) says
@@ -15,13 +16,12 @@ export interface ProbeAnswer {
 /** What liveness answers, on either port, while the process runs. */
 export const LIVE_BODY = { status: 'ok' } as const
 
-const JSON_TYPE = 'application/json; charset=utf-8'
 
 /** An error in the service's shape, as src/http/error-handler.ts sends it. */
 export function toProbeAnswer(error: ApiError): ProbeAnswer {
   return {
     status: error.status,
-    headers: { ...error.headers, 'cache-control': 'no-store', 'content-type': JSON_TYPE },
+    headers: { ...error.headers, 'cache-control': 'no-store', 'content-type': JSON_CONTENT_TYPE },
     body: JSON.stringify(error.toBody()),
   }
 }
@@ -39,7 +39,7 @@ export const HEARTBEAT_MS = 250
 /** Liveness, from how long ago the main thread's event loop last turned. */
 export function livenessAnswer(heartbeatAgeMs: number): ProbeAnswer {
   if (heartbeatAgeMs <= LIVENESS_BOUND_MS) {
-    return { status: 200, headers: { 'content-type': JSON_TYPE }, body: JSON.stringify(LIVE_BODY) }
+    return { status: 200, headers: { 'content-type': JSON_CONTENT_TYPE }, body: JSON.stringify(LIVE_BODY) }
   }
   return toProbeAnswer(
     new ApiError('unavailable', `The service's event loop has not turned for ${Math.floor(heartbeatAgeMs / 1000)} s: it is hung.`),
