@@ -30,7 +30,9 @@ const { chindingsSym, endSym, hooksSym, lsCacheSym, messageKeySym, streamSym, ti
  * the bindings, the fields and the message, through the same redaction and destination), for the line written
  * at every request: `JSON.stringify` serialises an object of strings and numbers natively, where pino's own
  * path looks up a serializer for each key and escapes each string in JavaScript (bench/findings.md).
- * Nothing is written while the logger's level is above info.
+ * Nothing is written while the logger's level is above info. The logger's `streamWrite` hook (the redaction)
+ * sees the fields, the only part of such a line that holds anything a request sent: the rest is the logger's
+ * and `msg`, and the line is written without being copied whole for it.
  */
 export function infoLines(logger: Logger, msg: string): (fields: object) => void {
   // pino's parts of a line, on the logger (pino.symbols); typed there only as symbols.
@@ -41,10 +43,9 @@ export function infoLines(logger: Logger, msg: string): (fields: object) => void
   const streamWrite = (parts[hooksSym] as { streamWrite?: (line: string) => string }).streamWrite ?? ((line: string) => line)
   return (fields) => {
     if (!logger.isLevelEnabled('info')) return
-    const json = JSON.stringify(fields)
+    const json = streamWrite(JSON.stringify(fields))
     const fieldsPart = json.length > 2 ? `,${json.slice(1, -1)}` : ''
-    const line = `${levelPart}${time()}${parts[chindingsSym] as string}${fieldsPart}${messagePart}`
-    ;(parts[streamSym] as DestinationStream).write(streamWrite(line))
+    ;(parts[streamSym] as DestinationStream).write(`${levelPart}${time()}${parts[chindingsSym] as string}${fieldsPart}${messagePart}`)
   }
 }
 
