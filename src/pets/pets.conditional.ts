@@ -26,12 +26,15 @@ export function matchesIfNoneMatch(header: string | undefined, etag: string): bo
  * hook: only these answers have an ETag, and a hook would run on every answer of the route.
  */
 export function sendRepresentation(reply: FastifyReply, { body, etag, link }: Representation): FastifyReply {
+  const { request } = reply
+  const notModified = matchesIfNoneMatch(request.headers['if-none-match'], etag)
+  reply.header('etag', etag)
+  if (!notModified) reply.type(JSON_CONTENT_TYPE)
+  if (link !== undefined) reply.header('link', link)
   // Added to, not replaced: with CORS on, the answer also varies by Origin (src/http/cors.ts, an onRequest hook).
   const vary = reply.getHeader('vary')
-  reply.header('etag', etag).header('cache-control', READ_CACHE_CONTROL).header('vary', vary === undefined ? 'Authorization' : `${String(vary)}, Authorization`)
-  if (link !== undefined) reply.header('link', link)
-  const { request } = reply
-  if (!matchesIfNoneMatch(request.headers['if-none-match'], etag)) return reply.type(JSON_CONTENT_TYPE).send(body)
+  reply.header('cache-control', READ_CACHE_CONTROL).header('vary', vary === undefined ? 'Authorization' : `${String(vary)}, Authorization`)
+  if (!notModified) return reply.send(body)
   // No payload at all: `null` would be serialised as JSON. The HEAD route Fastify derives from a GET appends an
   // onSend that would put a Content-Length on none (fastify/fastify#6978): an ended stream passes through it
   // as nothing, so that HEAD's 304 carries exactly GET's headers.
