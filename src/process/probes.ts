@@ -16,7 +16,6 @@ export interface ProbeAnswer {
 /** What liveness answers, on either port, while the process runs. */
 export const LIVE_BODY = { status: 'ok' } as const
 
-
 /** An error in the service's shape, as src/http/error-handler.ts sends it. */
 export function toProbeAnswer(error: ApiError): ProbeAnswer {
   return {
