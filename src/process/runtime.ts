@@ -38,12 +38,19 @@ export const SEMI_SPACE_MIB = 4
 /** glibc's malloc arenas for `petstore serve` (docs/decisions/0011-node-runtime.md). */
 export const MALLOC_ARENAS = 2
 
+/** V8's allocation-site pretenuring, off for `petstore serve` (docs/decisions/0011-node-runtime.md). */
+export const NO_PRETENURING = '--no-allocation-site-pretenuring'
+
 /**
- * What `petstore serve` must be restarted with, or undefined when it already runs so. Both are read only
- * when a process starts, so the entry point replaces its process image (same pid) with them first; what
- * the operator chose is kept.
+ * What `petstore serve` must be restarted with, or undefined when it already runs so. All three are read
+ * only when a process starts, so the entry point replaces its process image (same pid) with them first;
+ * what the operator chose is kept.
  * - `--max-semi-space-size=SEMI_SPACE_MIB`, unless a size is given on the command line or in NODE_OPTIONS:
  *   V8 would size it from the machine's memory instead, which differs between the machines a fleet runs on.
+ * - NO_PRETENURING, unless the command line turns pretenuring on or off (Node refuses either in NODE_OPTIONS):
+ *   in about one process in three, V8 decided in its first seconds under load to allocate some short-lived
+ *   objects straight into the old generation, where, dead, they held every request's young objects until
+ *   those were promoted too (bench/findings.md).
  * - `MALLOC_ARENA_MAX=MALLOC_ARENAS` in the environment, unless it is set: glibc gives each thread that
  *   allocates (the probe thread, libuv's pool) an arena of its own, whose pages stay in RSS. Other C
  *   libraries ignore it.
@@ -53,10 +60,11 @@ export function serveRestart(
   env: Readonly<Record<string, string | undefined>>,
 ): { nodeOptions: string[]; env: Record<string, string | undefined> } | undefined {
   const sized = [...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)].some((option) => /^--max-semi-space-size(=|$)/.test(option))
+  const pretenuring = execArgv.some((option) => /^--(no-?)?allocation[-_]site[-_]pretenuring$/.test(option))
   const arenas = env.MALLOC_ARENA_MAX !== undefined
-  if (sized && arenas) return undefined
+  if (sized && pretenuring && arenas) return undefined
   return {
-    nodeOptions: sized ? [] : [`--max-semi-space-size=${SEMI_SPACE_MIB}`],
+    nodeOptions: [...(sized ? [] : [`--max-semi-space-size=${SEMI_SPACE_MIB}`]), ...(pretenuring ? [] : [NO_PRETENURING])],
     env: arenas ? { ...env } : { ...env, MALLOC_ARENA_MAX: String(MALLOC_ARENAS) },
   }
 }

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
-import { MALLOC_ARENAS, SEMI_SPACE_MIB, serveRestart, supportedNodeRange, unsupportedNode } from '../../src/process/runtime.js'
+import { MALLOC_ARENAS, NO_PRETENURING, SEMI_SPACE_MIB, serveRestart, supportedNodeRange, unsupportedNode } from '../../src/process/runtime.js'
 import { BIN, ROOT } from '../helper.js'
 import { cleanupProcesses, runCommand, startServer, stopServer, trackedTempDir } from '../processes.js'
 
@@ -112,11 +112,11 @@ describe('the supported Node.js lines', () => {
   )
 })
 
-describe('the young generation and malloc arenas of petstore serve', () => {
+describe('the young generation, pretenuring and malloc arenas of petstore serve', () => {
   const flag = `--max-semi-space-size=${SEMI_SPACE_MIB}`
   const arenas = String(MALLOC_ARENAS)
 
-  it('restarts with the cap and the arenas unless the operator chose them (command line, NODE_OPTIONS, environment)', () => {
+  it('restarts with the cap, no pretenuring and the arenas unless the operator chose them (command line, NODE_OPTIONS, environment)', () => {
     // Where a size may be given, and look-alikes that are not the option.
     const sizes: [string[], string | undefined, boolean][] = [
       [[], undefined, false],
@@ -125,20 +125,40 @@ describe('the young generation and malloc arenas of petstore serve', () => {
       [['--max-semi-space-size=16'], undefined, true],
       [[], '--trace-gc --max-semi-space-size=1', true],
     ]
-    for (const [execArgv, nodeOptions, sized] of sizes) {
-      for (const given of [undefined, '4']) {
-        const env = { PATH: '/bin', ...(nodeOptions === undefined ? {} : { NODE_OPTIONS: nodeOptions }), ...(given === undefined ? {} : { MALLOC_ARENA_MAX: given }) }
-        const restart = serveRestart(execArgv, env)
-        const what = `${JSON.stringify(execArgv)} NODE_OPTIONS=${nodeOptions ?? ''} MALLOC_ARENA_MAX=${given ?? ''}`
-        if (sized && given !== undefined) {
-          assert.equal(restart, undefined, what)
-          continue
+    // Pretenuring on or off on the command line, in V8's spellings, and look-alikes.
+    const pretenurings: [string[], boolean][] = [
+      [[], false],
+      [['--allocation-site-pretenuring'], true],
+      [[NO_PRETENURING], true],
+      [['--noallocation_site_pretenuring'], true],
+      [['--allocation-site-pretenuring-x'], false],
+      [['--trace-pretenuring'], false],
+    ]
+    for (const [sizeArgv, nodeOptions, sized] of sizes) {
+      for (const [pretenuringArgv, pretenuring] of pretenurings) {
+        for (const given of [undefined, '4']) {
+          const execArgv = [...sizeArgv, ...pretenuringArgv]
+          const env = { PATH: '/bin', ...(nodeOptions === undefined ? {} : { NODE_OPTIONS: nodeOptions }), ...(given === undefined ? {} : { MALLOC_ARENA_MAX: given }) }
+          const restart = serveRestart(execArgv, env)
+          const what = `${JSON.stringify(execArgv)} NODE_OPTIONS=${nodeOptions ?? ''} MALLOC_ARENA_MAX=${given ?? ''}`
+          if (sized && pretenuring && given !== undefined) {
+            assert.equal(restart, undefined, what)
+            continue
+          }
+          assert.deepEqual(restart?.nodeOptions, [...(sized ? [] : [flag]), ...(pretenuring ? [] : [NO_PRETENURING])], what)
+          // Everything else in the environment is passed on as it is.
+          assert.deepEqual(restart?.env, { ...env, MALLOC_ARENA_MAX: given ?? arenas }, what)
         }
-        assert.deepEqual(restart?.nodeOptions, sized ? [] : [flag], what)
-        // Everything else in the environment is passed on as it is.
-        assert.deepEqual(restart?.env, { ...env, MALLOC_ARENA_MAX: given ?? arenas }, what)
       }
     }
+  })
+
+  it('turns off a flag that this Node knows, which Node refuses in NODE_OPTIONS', async () => {
+    const known = await runCommand(process.execPath, [NO_PRETENURING, '-e', 'process.stdout.write("ran")'], { cwd: ROOT, env: { PATH: '/usr/bin:/bin' } })
+    assert.deepEqual([known.code, known.stdout], [0, 'ran'], known.stderr)
+    const refused = await runCommand(process.execPath, ['-e', ''], { cwd: ROOT, env: { PATH: '/usr/bin:/bin', NODE_OPTIONS: NO_PRETENURING } })
+    assert.notEqual(refused.code, 0)
+    assert.match(refused.stderr, /not allowed in NODE_OPTIONS/)
   })
 
   /** The command line and the environment of the live process `pid`, as the kernel has them. */
@@ -152,19 +172,21 @@ describe('the young generation and malloc arenas of petstore serve', () => {
       const dir = trackedTempDir('petstore-semi-space-')
       const server = await startServer({ DATABASE_URL: `sqlite://${dir}/petstore.db` }, dir)
       // The pid the test spawned is the one serving: the restart replaced the process image, not the process.
-      assert.deepEqual(commandLine(server.child.pid ?? 0), [process.execPath, flag, BIN, 'serve'])
+      assert.deepEqual(commandLine(server.child.pid ?? 0), [process.execPath, flag, NO_PRETENURING, BIN, 'serve'])
       assert.ok(environment(server.child.pid ?? 0).includes(`MALLOC_ARENA_MAX=${arenas}`))
       assert.deepEqual(await stopServer(server), { code: 0, signal: null }, server.output())
     },
   )
 
   it(
-    'keeps the size an operator gave in NODE_OPTIONS and the arenas they set',
+    'keeps the size an operator gave in NODE_OPTIONS, the pretenuring they chose and the arenas they set',
     { skip: process.platform === 'linux' ? false : 'reads /proc' },
     async () => {
       const dir = trackedTempDir('petstore-semi-space-')
-      const server = await startServer({ DATABASE_URL: `sqlite://${dir}/petstore.db`, NODE_OPTIONS: '--max-semi-space-size=8', MALLOC_ARENA_MAX: '3' }, dir)
-      assert.deepEqual(commandLine(server.child.pid ?? 0), [process.execPath, BIN, 'serve'])
+      const server = await startServer({ DATABASE_URL: `sqlite://${dir}/petstore.db`, NODE_OPTIONS: '--max-semi-space-size=8', MALLOC_ARENA_MAX: '3' }, dir, [], {
+        nodeArgs: ['--allocation-site-pretenuring'],
+      })
+      assert.deepEqual(commandLine(server.child.pid ?? 0), [process.execPath, '--allocation-site-pretenuring', BIN, 'serve'])
       assert.ok(environment(server.child.pid ?? 0).includes('MALLOC_ARENA_MAX=3'))
       assert.deepEqual(await stopServer(server), { code: 0, signal: null }, server.output())
     },
