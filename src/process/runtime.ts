@@ -48,9 +48,9 @@ export const NO_PRETENURING = '--no-allocation-site-pretenuring'
  * - `--max-semi-space-size=SEMI_SPACE_MIB`, unless a size is given on the command line or in NODE_OPTIONS:
  *   V8 would size it from the machine's memory instead, which differs between the machines a fleet runs on.
  * - NO_PRETENURING, unless the command line turns pretenuring on or off (Node refuses either in NODE_OPTIONS):
- *   in about one process in three, V8 decided in its first seconds under load to allocate some short-lived
- *   objects straight into the old generation, where, dead, they held every request's young objects until
- *   those were promoted too (bench/findings.md).
+ *   V8 may decide, by chance in a process's first seconds under load, to allocate some short-lived objects
+ *   straight into the old generation, where, dead, they hold every request's young objects until those are
+ *   promoted too, and the process pays several times the GC for as long as it runs (ADR 11).
  * - `MALLOC_ARENA_MAX=MALLOC_ARENAS` in the environment, unless it is set: glibc gives each thread that
  *   allocates (the probe thread, libuv's pool) an arena of its own, whose pages stay in RSS. Other C
  *   libraries ignore it.
