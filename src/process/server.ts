@@ -116,7 +116,11 @@ export async function startServer(
       await sleep(config.shutdownDrainMs)
       acceptors?.close()
       connections.stopAccepting()
-      if (isWorker()) await noWorkerListening(config.shutdownDrainMs)
+      // A worker whose event loop is held (SQLite's busy wait for the write lock, up to its busy timeout)
+      // stops listening late, and until the last one does the primary accepts connections for the service
+      // and resets those it still queues when it closes the socket. So this worker closes its own only after
+      // every worker stopped listening, waiting as long as the shutdown's budget leaves after that closing.
+      if (isWorker()) await noWorkerListening(Math.max(config.shutdownDrainMs, config.shutdownTimeoutMs - config.shutdownDrainMs))
       await connections.closeConnections(config.shutdownDrainMs)
       // Nothing is left for it to close but the app itself: its hooks, and the recorder it flushes.
       appClosed = true
