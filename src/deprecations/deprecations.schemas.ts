@@ -3,8 +3,14 @@ import { type TSchema, Type } from 'typebox'
 /** An instant as RFC 9745's `Deprecation` header writes it: `@<unix seconds>`. */
 export const deprecationHeaderValue = (at: Date): string => `@${Math.floor(at.getTime() / 1000)}`
 
-/** A day as the specification and the document's prose write it: `5 December 2030`. */
-export const dayInWords = (at: Date): string => at.toLocaleDateString('en-GB', { day: 'numeric', month: 'long', year: 'numeric', timeZone: 'UTC' })
+const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December']
+
+/**
+ * A day as the specification and the document's prose write it: `5 December 2030` (UTC). Written out
+ * rather than by `toLocaleDateString`: Intl's first use reads the locale data of every locale ICU has, and
+ * those pages stay in the process's memory (ADR 11).
+ */
+export const dayInWords = (at: Date): string => `${at.getUTCDate()} ${MONTHS[at.getUTCMonth()] ?? ''} ${at.getUTCFullYear()}`
 
 /**
  * The headers createDeprecationHooks puts on the answers of a deprecated operation, as its responses

@@ -75,3 +75,16 @@ describe("getPet's sunset outside src/", () => {
     assert.equal(Date.parse(forms.httpDate), GET_PET_SUNSET.getTime())
   })
 })
+
+describe('dayInWords', () => {
+  // Every month's first and last day, around midnight UTC, in years of one to five digits: the words
+  // are those Intl writes for en-GB in UTC, whatever the machine's time zone.
+  const days = [1, 1000, 1970, 2024, 2030, 99_999].flatMap((year) =>
+    Array.from({ length: 12 }, (_, month) => [Date.UTC(year, month, 1), Date.UTC(year, month + 1, 0, 23, 59, 59, 999)]).flat(),
+  )
+  it(`writes ${days.length} days as toLocaleDateString does for en-GB in UTC`, () => {
+    const inWords = days.map((ms) => dayInWords(new Date(ms)))
+    const byIntl = days.map((ms) => new Date(ms).toLocaleDateString('en-GB', { day: 'numeric', month: 'long', year: 'numeric', timeZone: 'UTC' }))
+    assert.deepEqual(inWords, byIntl)
+  })
+})
