@@ -8,7 +8,7 @@ const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 
 /**
  * A day as the specification and the document's prose write it: `5 December 2030` (UTC). Written out
  * rather than by `toLocaleDateString`: Intl's first use reads the locale data of every locale ICU has, and
- * those pages stay in the process's memory (ADR 11).
+ * those pages of Node's binary then stay in the process's resident memory (bench/findings.md).
  */
 export const dayInWords = (at: Date): string => `${at.getUTCDate()} ${MONTHS[at.getUTCMonth()] ?? ''} ${at.getUTCFullYear()}`
 
