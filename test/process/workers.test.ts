@@ -153,7 +153,9 @@ describe('serve --workers 2 on sqlite, one worker held by the write lock while i
     // Once both workers have begun their drain, the held one starts waiting for the lock.
     await sleep(300)
     const create = send(held, 'POST', 'held create').then((done) => ({ ...done, afterMs: performance.now() - signalAt }))
-    setTimeout(() => lock.exec('ROLLBACK'), HELD_MS - 300)
+    setTimeout(() => {
+      if (lock.open) lock.exec('ROLLBACK')
+    }, HELD_MS - 300)
 
     // The other worker's clients go on as clients that know nothing of the stop, until refused.
     const failures: string[] = []
