@@ -14,8 +14,8 @@ export const SOAK_BOUNDS = {
    * lowest at most the middle third's lowest plus this (no new low). V8 collects its old generation in a
    * sawtooth whose period is of the order of the thirds: a third's lowest sample follows where the major
    * collections fall, and its highest how far the heap grew before one, so either alone rises without growth
-   * (findings.md, The soak's bounds). Growth raises both, as what survives a collection stays. The slope is
-   * reported.
+   * (findings.md, The soak's bounds, The soak's RSS rule). Growth raises both, as what survives a collection
+   * stays. The slope is reported.
    */
   rssSlackMb: 10,
   /** The tail: p99 of the last span at most this many times p99 of the first. */
@@ -130,12 +130,11 @@ export function judgeSoak(run: {
   const last = p99Between(run.answers, durationS - spanS, Number.POSITIVE_INFINITY)
 
   const { non2xx, socketErrors } = run.failures
+  const notAbove = (lastMb: number, beforeMb: number) => Number.isFinite(lastMb) && Number.isFinite(beforeMb) && lastMb <= beforeMb + bounds.rssSlackMb
   const checks: Check[] = [
     {
       name: "RSS flat: the last third's highest and lowest against those before it",
-      pass:
-        (Number.isFinite(rssMaxLastMb) && Number.isFinite(rssMaxBeforeLastMb) && rssMaxLastMb <= rssMaxBeforeLastMb + bounds.rssSlackMb) ||
-        (Number.isFinite(rssMinLastMb) && Number.isFinite(rssMinMiddleMb) && rssMinLastMb <= rssMinMiddleMb + bounds.rssSlackMb),
+      pass: notAbove(rssMaxLastMb, rssMaxBeforeLastMb) || notAbove(rssMinLastMb, rssMinMiddleMb),
       figure:
         `highest ${mb(rssMaxLastMb)} against ${mb(rssMaxBeforeLastMb)}, lowest ${mb(rssMinLastMb)} against the middle third's ${mb(rssMinMiddleMb)} ` +
         `(reported: slope after warm-up ${rssSlopeMbPerMinute >= 0 ? '+' : ''}${rssSlopeMbPerMinute.toFixed(1)} MB/min)`,
