@@ -5,6 +5,7 @@ import { checkGetPetDeprecatedAt } from '../deprecations/deprecations.policy.js'
 import { createLogger } from '../logger.js'
 import { releaseVersion } from '../shared/release.js'
 import { closeOnSignals, startServer, stopWithNpm, waitForPorts } from '../process/server.js'
+import { STOP_SIGNALS } from '../process/drain.js'
 import { type CliIo, table } from './output.js'
 import { UsageError, parse } from './usage.js'
 
@@ -34,9 +35,10 @@ export async function serveCommand(args: string[], io: CliIo): Promise<'serving'
   if (!isWorker()) logger.info({ version: releaseVersion(), node: process.version }, `petstore ${releaseVersion()} starting`)
   // SIGHUP never ends the service, even before it serves: a certificate is read as the server starts.
   process.on('SIGHUP', () => {})
-  // A cluster worker stops when its primary says so (SIGTERM). Ctrl-C in a terminal also sends SIGINT to
-  // every worker directly, from the start, and the primary decides; it also passes SIGHUP on (src/process/workers.ts).
-  if (isWorker()) process.on('SIGINT', () => {})
+  // A cluster worker stops when its primary says so (SIGTERM). A stop signal sent to the group (Ctrl-C's SIGINT)
+  // also reaches every worker directly, from the start, and the primary decides; it also passes SIGHUP on
+  // (src/process/workers.ts).
+  if (isWorker()) for (const signal of STOP_SIGNALS) if (signal !== 'SIGTERM') process.on(signal, () => {})
   if (!isWorker()) {
     stopWithNpm(io.env, logger)
     const clearText = clearTextWarning(config)

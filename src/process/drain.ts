@@ -4,6 +4,14 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { currentAnswers } from '../http/http-protocol.js'
 
 /**
+ * The signals that stop the service gracefully, each as SIGTERM does: drain, the deadline, `shutting down` with
+ * the signal. SIGQUIT and SIGUSR2 are among them because close-with-grace, which the process uses for fatal
+ * errors, would otherwise close on them without a drain, and a `--workers` primary would die of them at once.
+ * SIGINT alone has a second meaning: sent again a second or more later, it exits at once (closeOnSignals).
+ */
+export const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGQUIT', 'SIGUSR2'] as const
+
+/**
  * After the shutdown's budget, the most a process may still take to exit: its main thread, if stuck, is ended
  * then. Half a second, so that a supervisor's stop timeout of the budget and one second covers it.
  */

@@ -11,7 +11,7 @@ import type { Config } from '../config.js'
 import { flushLog } from '../logger.js'
 import { type Acceptors, openAcceptors } from './acceptors.js'
 import { capConnections, connectionCaps, createShedding, descriptorLimit, guardedMemoryUsage } from './descriptors.js'
-import { followConnections, shutdownDeadlineMs } from './drain.js'
+import { STOP_SIGNALS, followConnections, shutdownDeadlineMs } from './drain.js'
 import { createMetrics } from '../http/metrics.js'
 import { readCertificatePair, reloadCertificates } from '../http/tls.js'
 import { type MetricsListener, answerReadinessForPrimary, appReadiness, processSource, reportToPrimary, startMetricsListener } from './operations-listener.js'
@@ -197,8 +197,10 @@ export function closeOnSignals(
   const delay = config.shutdownDrainMs + config.shutdownTimeoutMs
   // Uncaught errors still close gracefully through close-with-grace; the signals are handled here,
   // since it ends the process on any second signal.
-  const grace = closeWithGrace({ delay, logger, skip: ['SIGTERM', 'SIGINT', 'SIGHUP'] }, async ({ err }) => {
+  const grace = closeWithGrace({ delay, logger, skip: [...STOP_SIGNALS, 'SIGHUP'] }, async ({ err, signal }) => {
     if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
+    // SIGABRT, SIGSEGV and the other signals of a fault, which close-with-grace still answers.
+    else if (signal !== undefined) logger.error({ signal }, 'fatal signal, shutting down')
     await server.close()
     logger.info('shut down cleanly')
     await flushLog(logger)
@@ -220,9 +222,8 @@ export function closeOnSignals(
       logger.info({ signal }, 'already shutting down')
     }
   }
-  process.on('SIGTERM', onStop)
-  // A cluster worker stops when its primary says so (src/cli/serve.cli.ts).
-  if (!worker) process.on('SIGINT', onStop)
+  // A cluster worker stops when its primary says so, with SIGTERM, and ignores the others (src/cli/serve.cli.ts).
+  for (const signal of worker ? (['SIGTERM'] as const) : STOP_SIGNALS) process.on(signal, onStop)
   // With TLS, SIGHUP reloads the certificate (startServer); a worker's primary answers it (src/process/workers.ts).
   if (config.tls === undefined && !worker) process.on('SIGHUP', () => logger.info('SIGHUP: no TLS certificate to reload; still serving'))
 }

@@ -6,7 +6,7 @@ import type { Config } from '../config.js'
 import { flushLog } from '../logger.js'
 import { clusterReadiness, clusterSource, startMetricsListener } from './operations-listener.js'
 import { connectionCaps, createShedding, descriptorLimit } from './descriptors.js'
-import { shutdownDeadlineMs } from './drain.js'
+import { STOP_SIGNALS, shutdownDeadlineMs } from './drain.js'
 import { openMigratedStorage } from '../repositories.js'
 
 /** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
@@ -21,7 +21,7 @@ export function parseWorkers(text: string | undefined): number | undefined {
  * the listening port (node:cluster). A worker that dies while serving is replaced; one that dies
  * before it listens stops the whole service, since a replacement would fail the same way (unless SIGHUP
  * ended it: one sent to the group reaches a worker before it can handle it). On
- * SIGTERM or SIGINT every worker shuts down gracefully; the primary exits 0 when all did.
+ * any of STOP_SIGNALS every worker shuts down gracefully; the primary exits 0 when all did.
  * The primary serves `GET /metrics`, summed over the workers, which open no metrics listener.
  */
 export async function runPrimary(config: Config, logger: Logger, count: number): Promise<void> {
@@ -111,7 +111,7 @@ export async function runPrimary(config: Config, logger: Logger, count: number):
     if (config.tls === undefined) logger.info('SIGHUP: no TLS certificate to reload; still serving')
     else for (const worker of alive) if (worker.isConnected()) worker.send(HANGUP, ignoreSendError)
   })
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  for (const signal of STOP_SIGNALS) {
     process.on(signal, () => {
       if (!stopping) {
         logger.info({ signal }, 'shutting down workers')
