@@ -173,6 +173,13 @@ function portInUse(host: string, port: number): Promise<boolean> {
 const listenText = (secure: boolean) => (address: string) => `Server listening at ${secure ? address.replace(/^http:/, 'https:') : address}`
 
 /**
+ * The signals of a fault, which close-with-grace would answer with a close and exit 0. They keep Node's default,
+ * death by the signal, which a supervisor sees as a failure: after a real fault (not one sent with kill) the
+ * process is in no state to run JavaScript, and a listener can leave it hung instead (Node's Signal events).
+ */
+const FAULT_SIGNALS = ['SIGILL', 'SIGTRAP', 'SIGABRT', 'SIGBUS', 'SIGFPE', 'SIGSEGV'] as const
+
+/**
  * Signals sent in the same instant are one stop: a group signal (systemd's KillMode=control-group,
  * `timeout`, Ctrl-C in a terminal) reaches npm and the server together, and npm passes its own on.
  */
@@ -197,10 +204,8 @@ export function closeOnSignals(
   const delay = config.shutdownDrainMs + config.shutdownTimeoutMs
   // Uncaught errors still close gracefully through close-with-grace; the signals are handled here,
   // since it ends the process on any second signal.
-  const grace = closeWithGrace({ delay, logger, skip: [...STOP_SIGNALS, 'SIGHUP'] }, async ({ err, signal }) => {
+  const grace = closeWithGrace({ delay, logger, skip: [...STOP_SIGNALS, 'SIGHUP', ...FAULT_SIGNALS] }, async ({ err }) => {
     if (err !== undefined) logger.error({ err }, 'fatal error, shutting down')
-    // SIGABRT, SIGSEGV and the other signals of a fault, which close-with-grace still answers.
-    else if (signal !== undefined) logger.error({ signal }, 'fatal signal, shutting down')
     await server.close()
     logger.info('shut down cleanly')
     await flushLog(logger)

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
+import fs from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -256,6 +257,21 @@ describe('a log reader that dies or stops reading', () => {
     assert.ok(performance.now() - started < BOUND_MS)
     assert.deepEqual(exit, { code: 0, signal: null })
   })
+})
+
+/** Whether a process started from here may write a core file (a fault signal's default), of the service's size, in the checkout. */
+const coresWritten = () => !/^Max core file size\s+0\s/m.test(fs.readFileSync('/proc/self/limits', 'utf8'))
+
+describe('a signal of a fault', { skip: coresWritten() && 'core dumps are on (ulimit -c): one would be written into the checkout' }, () => {
+  for (const signal of ['SIGABRT', 'SIGSEGV'] as const) {
+    it(`${signal} sent with kill ends the process by the signal, as a supervisor must see a fault, instead of a clean exit`, { timeout: 60_000 }, async () => {
+      const server = await launch('node')
+      process.kill(server.pid, signal)
+      const exit = await within(server.exited, BOUND_MS, () => `still running after ${signal}:\n${server.output()}`)
+      assert.deepEqual(exit, { code: null, signal }, server.output())
+      assert.ok(!logLines(server.output()).some((line) => line.msg === 'shut down cleanly'), server.output())
+    })
+  }
 })
 
 describe('the exit deadline', () => {
