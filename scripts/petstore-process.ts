@@ -42,15 +42,46 @@ export interface PetstoreProcess extends NodeProcess {
   baseUrl: string
 }
 
-/** A port nobody listens on right now: the kernel picks it, we release it for the server. */
-export async function freePort(): Promise<number> {
+/**
+ * Where free ports are picked: below the kernel's ephemeral range (`ip_local_port_range`, 32768-60999 by default),
+ * from which it gives ports to every `connect()` and `listen(0)`. A port picked there and released can be taken
+ * by any process's outgoing connection before the server binds it (`bind EADDRINUSE` beside a test that opens
+ * thousands); one below the range is only ever taken by an explicit bind. Undefined where the range starts too
+ * low to leave room, or cannot be read: the kernel picks then.
+ */
+function pickedPorts(): { from: number; to: number } | undefined {
+  let low = Number.NaN
+  try {
+    low = Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0])
+  } catch {
+    // Not Linux: the kernel picks.
+  }
+  if (!Number.isInteger(low) || low <= 8_192) return undefined
+  return { from: Math.min(10_000, Math.floor(low / 2)), to: low - 1 }
+}
+
+/** Whether `port` (0: one the kernel picks) can be listened on at 127.0.0.1 now; the port it got, or undefined. */
+async function listenable(port: number): Promise<number | undefined> {
   const probe = net.createServer()
-  probe.listen(0, '127.0.0.1')
-  await once(probe, 'listening')
-  const { port } = probe.address() as net.AddressInfo
+  const listening = await new Promise<boolean>((resolve) => {
+    probe.once('error', () => resolve(false))
+    probe.listen({ port, host: '127.0.0.1', exclusive: true }, () => resolve(true))
+  })
+  if (!listening) return undefined
+  const bound = (probe.address() as net.AddressInfo).port
   probe.close()
   await once(probe, 'close')
-  return port
+  return bound
+}
+
+/** A port nobody listens on right now (see pickedPorts), released for the server. */
+export async function freePort(): Promise<number> {
+  const range = pickedPorts()
+  for (;;) {
+    const port = range === undefined ? 0 : range.from + Math.floor(Math.random() * (range.to - range.from + 1))
+    const free = await listenable(port)
+    if (free !== undefined) return free
+  }
 }
 
 /** `count` free ports, all different: each probe releases its port, so the kernel may offer it twice. */
