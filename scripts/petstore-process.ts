@@ -84,7 +84,7 @@ export async function freePort(): Promise<number> {
   }
 }
 
-/** `count` free ports, all different: each probe releases its port, so the kernel may offer it twice. */
+/** `count` free ports, all different: each is released once found, so the same one may be found twice. */
 async function freePorts(count: number): Promise<number[]> {
   const ports = new Set<number>()
   while (ports.size < count) ports.add(await freePort())
