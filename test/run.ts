@@ -41,6 +41,7 @@ const PROCESS_TESTS = [
   'http/metrics.test.ts',
   'http/overload.test.ts',
   'http/tls.test.ts',
+  'linger-guard.test.ts',
   'logging.test.ts',
   'operator.test.ts',
   'ops/nginx.test.ts',
@@ -158,14 +159,10 @@ const standbyServers = standbys === undefined ? '' : JSON.stringify({
   poolerPorts: standbys.poolers.map((pooler) => pooler.port),
 })
 
-const guard = fast ? ['--import', path.join(TEST_DIR, 'no-processes.ts')] : []
-// --test-force-exit: a file ends when its tests have, even if something it started still holds its
-// output open (a process a failed test left behind); Node would otherwise wait on it for ever, and report
-// no later file, since it reports them in order.
-// Its price: under process isolation Node may drop the tail of a file's results before this process reads
-// them, at exit 0 (nodejs/node#64833), so the counts are lower bounds until it is taken out.
-const testArgs = ['--test', '--test-force-exit', `--test-timeout=${TEST_TIMEOUT_MS}`, `--test-concurrency=${CONCURRENCY}`, '--test-reporter=spec']
-const child = spawn(process.execPath, ['--import', 'tsx', ...guard, ...testArgs, ...files], {
+// Every file's process ends once its tests have (test/linger-guard.ts); --fast also refuses processes.
+const guards = ['--import', path.join(TEST_DIR, 'linger-guard.ts'), ...(fast ? ['--import', path.join(TEST_DIR, 'no-processes.ts')] : [])]
+const testArgs = ['--test', `--test-timeout=${TEST_TIMEOUT_MS}`, `--test-concurrency=${CONCURRENCY}`, '--test-reporter=spec']
+const child = spawn(process.execPath, ['--import', 'tsx', ...guards, ...testArgs, ...files], {
   stdio: 'inherit',
   env: { ...process.env, PETSTORE_TEST_DATABASE_URL: url, PETSTORE_TEST_POOLER_PORT: String(pooler?.port ?? ''), PETSTORE_TEST_STANDBYS: standbyServers },
 })
