@@ -84,8 +84,8 @@ export const COPY_TABLES: readonly CopyTable[] = [
   },
 ]
 
-/** Tables of the migration machinery, which each database keeps for itself. */
-export const BOOKKEEPING_TABLES: ReadonlySet<string> = new Set(['schema_migrations', 'schema_migrations_lock'])
+/** Tables of the migration machinery and PostgreSQL's count of rewrites (migration 0008), which each database keeps for itself. */
+export const BOOKKEEPING_TABLES: ReadonlySet<string> = new Set(['schema_migrations', 'schema_migrations_lock', 'pet_rewrites'])
 
 export interface CopyReader {
   /** Every table of the database (the engine's own internal ones aside) and its columns. */

@@ -57,9 +57,18 @@ export function insertPostgresPet(db: pg.Pool | pg.PoolClient, pet: NewPet, crea
     .then((result) => inserted(pet, result))
 }
 
-async function petById(on: pg.Pool, id: bigint): Promise<Pet | undefined> {
-  const { rows } = await on.query<PetRow>({ name: 'pets-by-id', text: `SELECT ${COLUMNS} FROM pets WHERE id = $1`, values: [id.toString()] })
-  return rows[0] === undefined ? undefined : toPet(rows[0])
+/** pet_rewrites' count (migration 0008), as int8 text; from the same snapshot when read in the same statement. */
+const REWRITES_SQL = '(SELECT count::text FROM pet_rewrites)'
+
+/** The pet with `id`, and the count of rewrites that its read saw (PetsRepository.rewrites). */
+async function petById(on: pg.Pool, id: bigint): Promise<{ pet: Pet | undefined; count: number | undefined }> {
+  const { rows } = await on.query<PetRow & { rewrites: string | null }>({
+    name: 'pets-by-id-counted',
+    text: `SELECT ${COLUMNS}, ${REWRITES_SQL} AS rewrites FROM pets WHERE id = $1`,
+    values: [id.toString()],
+  })
+  const row = rows[0]
+  return row === undefined ? { pet: undefined, count: undefined } : { pet: toPet(row), count: row.rewrites === null ? undefined : Number(row.rewrites) }
 }
 
 /** Where the server was when it read the page: with standbys, a page's rows carry it (POSITION_SQL). */
@@ -135,6 +144,23 @@ async function standbyPage(pool: pg.Pool, { limit, status, afterId }: ListPetsQu
 
 /** The pets of `pool`; with `replicas`, reads go to standbys where that keeps their promises (docs/api.md). */
 export function createPostgresPetsRepository(pool: pg.Pool, replicas?: ReplicaSet): PetsRepository {
+  const findCounted = (id: bigint): Promise<{ pet: Pet | undefined; count: number | undefined }> => {
+    if (replicas === undefined) return petById(pool, id)
+    // A standby that misses the pet may not have it yet: the primary is asked before it is a 404, and
+    // with the primary down, the miss is a 503 rather than a 404 for a pet that may have been acknowledged.
+    return replicas.read<{ pet: Pet | undefined; count: number | undefined }>(
+      {
+        kind: 'pet',
+        first: 'replica',
+        stands: (read) => read.pet !== undefined,
+        primaryDown: (read) => {
+          if (read.pet === undefined) throw new PrimaryUnavailable()
+          return read
+        },
+      },
+      (on) => petById(on, id),
+    )
+  }
   // Named queries are prepared once per connection.
   return {
     create: (pet: NewPet, createdAt: number): Promise<Pet> => insertPostgresPet(pool, pet, createdAt),
@@ -172,22 +198,14 @@ export function createPostgresPetsRepository(pool: pg.Pool, replicas?: ReplicaSe
         (on, from) => (from === 'primary' ? primaryPage(on, query, true).then((read) => ({ ...read, settled: true })) : standbyPage(on, query)),
       ).then(({ pets, readAt }) => ({ pets, readAt }))
     },
-    findById: (id: bigint): Promise<Pet | undefined> => {
-      if (replicas === undefined) return petById(pool, id)
-      // A standby that misses the pet may not have it yet: the primary is asked before it is a 404, and
-      // with the primary down, the miss is a 503 rather than a 404 for a pet that may have been acknowledged.
-      return replicas.read<Pet | undefined>(
-        {
-          kind: 'pet',
-          first: 'replica',
-          stands: (pet) => pet !== undefined,
-          primaryDown: (pet) => {
-            if (pet === undefined) throw new PrimaryUnavailable()
-            return pet
-          },
-        },
-        (on) => petById(on, id),
-      )
+    findById: (id: bigint): Promise<Pet | undefined> => findCounted(id).then(({ pet }) => pet),
+    rewrites: {
+      findById: findCounted,
+      count: () =>
+        pool.query<{ count: string | null }>({ name: 'pet-rewrites', text: `SELECT ${REWRITES_SQL} AS count` }).then(({ rows }) => {
+          const count = rows[0]?.count
+          return count === undefined || count === null ? undefined : Number(count)
+        }),
     },
   }
 }

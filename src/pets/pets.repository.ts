@@ -52,4 +52,14 @@ export interface PetsRepository {
    * Only engines that can tell exactly and cheaply have it: answers are cached until it changes.
    */
   version?(): number
+  /**
+   * On an engine that counts, in the database, the statements that changed or removed pets, by anyone
+   * (PostgreSQL, migration 0008): findById with the count its read saw, and the count now, on the
+   * primary (undefined when it cannot be read there). No create moves it; an answer read with count n is
+   * current while the count is n.
+   */
+  rewrites?: {
+    findById(id: bigint): Promise<{ pet: Pet | undefined; count: number | undefined }>
+    count(): Promise<number | undefined>
+  }
 }

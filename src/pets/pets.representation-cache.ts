@@ -22,6 +22,8 @@ interface Built {
   answer: Representation
   /** True when no write the API can make changes this answer: it is kept even where no `version` is known. */
   final: boolean
+  /** The count of rewrites its read saw, on an engine that counts them (`rewrites`). */
+  count?: number
 }
 
 /**
@@ -64,11 +66,14 @@ export function entryCost(key: CacheKey, answer: Representation): number {
 export const MAX_RECENT_KEYS = 4_096
 
 /**
- * How long a final answer is served from memory, on an engine without a `version`, before it is read
- * again. It bounds how late a change made outside the API (an operator's SQL) reaches a reader: the
- * same second in which a revoked key reaches every instance (KEY_RECHECK_MS).
+ * How long a final answer is served from memory, on an engine without a `version`, since it was read or
+ * last confirmed. It bounds how late a change made outside the API (an operator's SQL) reaches a reader:
+ * the same second in which a revoked key reaches every instance (KEY_RECHECK_MS).
  */
 export const FINAL_RECHECK_MS = 1_000
+
+/** How often, while counted answers are read, the count of rewrites is asked, to confirm them for FINAL_RECHECK_MS more. */
+export const REWRITES_CONFIRM_MS = FINAL_RECHECK_MS / 2
 
 /** The read cache's budget in bytes of entryCost, unless told otherwise. */
 export const READ_CACHE_BUDGET_BYTES = 8 * 1024 * 1024
@@ -87,18 +92,28 @@ export const READ_CACHE_BUDGET_BYTES = 8 * 1024 * 1024
  *   FINAL_RECHECK_MS, and each is read again once that time has passed (and kept again if it was served
  *   meanwhile). No write through the API, from any instance, can make one stale; a change made outside
  *   the API is seen within that time.
+ * - With `rewrites` besides (an engine that counts the statements that changed or removed data, which no
+ *   API write does): a final answer read with its count is kept from its first read, and served as long as
+ *   a count asked since, within FINAL_RECHECK_MS, is still the one it was read with (or, until one is,
+ *   FINAL_RECHECK_MS from its read). While such answers are
+ *   read, the count is asked every REWRITES_CONFIRM_MS, in the background: one query confirms them all. A
+ *   change made outside the API is still seen within FINAL_RECHECK_MS; a count that cannot be asked (the
+ *   database gone) confirms nothing, and each answer is read again once that time has passed.
  */
 export function createRepresentationCache({
   version,
   clock,
   maxBytes = READ_CACHE_BUDGET_BYTES,
+  rewrites,
 }: {
   version: (() => number) | undefined
   clock: Clock
   maxBytes?: number
+  /** The count of rewrites now (PetsRepository.rewrites), undefined when it cannot be asked. */
+  rewrites?: () => Promise<number | undefined>
 }): RepresentationCache {
-  // `served`: the answer was given from memory at least once (a hit) since it was kept.
-  const entries = new Map<CacheKey, { answer: Representation; readAt: number; cost: number; final: boolean; served: boolean }>()
+  // `served`: the answer was given from memory at least once (a hit) since it was kept. `count`: of a counted answer.
+  const entries = new Map<CacheKey, { answer: Representation; readAt: number; cost: number; final: boolean; served: boolean; count?: number }>()
   let bytes = 0
   const forget = (key: CacheKey) => {
     const old = entries.get(key)
@@ -106,7 +121,7 @@ export function createRepresentationCache({
     entries.delete(key)
     bytes -= old.cost
   }
-  const keep = (key: CacheKey, answer: Representation, readAt: number, final: boolean) => {
+  const keep = (key: CacheKey, answer: Representation, readAt: number, final: boolean, count?: number) => {
     forget(key)
     const cost = entryCost(key, answer)
     // One larger than the whole budget is never kept, and empties nothing.
@@ -119,7 +134,7 @@ export function createRepresentationCache({
         if (bytes + cost <= maxBytes) break
       }
     }
-    entries.set(key, { answer, readAt, cost, final, served: false })
+    entries.set(key, count === undefined ? { answer, readAt, cost, final, served: false } : { answer, readAt, cost, final, served: false, count })
     bytes += cost
   }
 
@@ -173,19 +188,48 @@ export function createRepresentationCache({
     if (thisSecond.size < MAX_RECENT_KEYS) thisSecond.set(key, now)
     return false
   }
+  // The last count of rewrites asked, and when it was asked: a counted answer read with it is current until
+  // FINAL_RECHECK_MS after that. Asked again every REWRITES_CONFIRM_MS while counted answers are read.
+  let confirmed = { count: Number.NaN, askedAt: Number.NEGATIVE_INFINITY }
+  let confirming = false
+  const confirm = (now: number) => {
+    if (rewrites === undefined || confirming || (now - confirmed.askedAt < REWRITES_CONFIRM_MS && now >= confirmed.askedAt)) return
+    confirming = true
+    rewrites().then(
+      (count) => {
+        confirming = false
+        if (count !== undefined) confirmed = { count, askedAt: now }
+      },
+      () => {
+        confirming = false
+      },
+    )
+  }
   return {
     get(key, build) {
       const now = clock.now()
       const hit = entries.get(key)
-      if (hit !== undefined && now - hit.readAt < FINAL_RECHECK_MS && now >= hit.readAt) {
-        hit.served = true
-        return hit.answer
+      if (hit !== undefined) {
+        let current = now - hit.readAt < FINAL_RECHECK_MS && now >= hit.readAt
+        if (hit.count !== undefined) {
+          confirm(now)
+          // A count asked since the answer's read decides: the same count confirms it, another shows it changed.
+          if (confirmed.askedAt >= hit.readAt) {
+            current = hit.count === confirmed.count && now - confirmed.askedAt < FINAL_RECHECK_MS && now >= confirmed.askedAt
+          }
+        }
+        if (current) {
+          hit.served = true
+          return hit.answer
+        }
       }
-      return build().then(({ answer, final }) => {
-        // An expired answer that was served is kept again. One never served is not: its key comes back
-        // more slowly than it expires, and must come back within FINAL_RECHECK_MS again to be kept.
-        if (final && (hit?.served === true || cameBack(key, now))) keep(key, answer, now, true)
+      return build().then(({ answer, final, count }) => {
+        // A counted answer stays current as long as its count is confirmed. Other answers: an expired answer
+        // that was served is kept again; one never served is not: its key comes back more slowly than it
+        // expires, and must come back within FINAL_RECHECK_MS again to be kept.
+        if (final && (count !== undefined || hit?.served === true || cameBack(key, now))) keep(key, answer, now, true, count)
         else forget(key)
+        if (count !== undefined) confirm(now)
         return answer
       })
     },

@@ -36,7 +36,7 @@ export interface PetsRoutesDeps {
  * (createRepresentationCache's `final`), and only then be listed here. test/pets/read-cache.test.ts
  * checks that the engines' repositories have nothing else at run time.
  */
-const CREATES_AND_READS: Record<keyof PetsRepository, true> = { create: true, createOnce: true, list: true, findById: true, version: true }
+const CREATES_AND_READS: Record<keyof PetsRepository, true> = { create: true, createOnce: true, list: true, findById: true, version: true, rewrites: true }
 export const PETS_REPOSITORY_METHODS: readonly string[] = Object.keys(CREATES_AND_READS)
 
 /** A pet's key in the read cache, from its validated id: the number where it is exact, else a string no listing's key equals. */
@@ -59,7 +59,8 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   // createRepresentationCache). A pet once found is final (CREATES_AND_READS says why); so is a page
   // that has a next page, since `list` waits for any lower id still being created (PetsRepository), so
   // no later create can enter it. The last page is not: creates extend it.
-  const answers = createRepresentationCache({ version: pets.version, clock, maxBytes: READ_CACHE_BUDGET_BYTES })
+  const { rewrites } = pets
+  const answers = createRepresentationCache({ version: pets.version, clock, maxBytes: READ_CACHE_BUDGET_BYTES, rewrites: rewrites?.count })
   watchReadCache(registry, answers, READ_CACHE_BUDGET_BYTES)
   // A cached answer is sent at once: the reads' handlers return a promise only when they read.
   const sendWhenRead = (reply: FastifyReply, answer: Representation | Promise<Representation>) =>
@@ -117,7 +118,9 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
       const { petId } = request.params
       const answer = answers.get(petKey(petId), async () => {
         const serialize = serializer200(reply)
-        return { answer: representation(serialize(await pets.get(BigInt(petId)))), final: true }
+        if (rewrites === undefined) return { answer: representation(serialize(await pets.get(BigInt(petId)))), final: true }
+        const { pet, count } = await rewrites.get(BigInt(petId))
+        return { answer: representation(serialize(pet)), final: true, count }
       })
       return sendWhenRead(reply, answer)
     },

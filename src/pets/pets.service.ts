@@ -39,10 +39,21 @@ export interface PetsService {
    * does. Absent where the engine cannot tell exactly and cheaply (see PetsRepository.version).
    */
   readonly version?: () => number
+  /**
+   * Where the engine counts rewrites (PetsRepository.rewrites): get, with the count its read saw; and the
+   * count now. An answer read with count n may be cached while the count is n.
+   */
+  readonly rewrites?: {
+    readonly get: (id: bigint) => Promise<{ pet: Pet; count: number | undefined }>
+    readonly count: () => Promise<number | undefined>
+  }
 }
+
+const notFound = (id: bigint) => new ApiError('not_found', `No pet has id ${id}.`)
 
 export function createPetsService(deps: { pets: PetsRepository; clock: Clock }): PetsService {
   const { pets, clock } = deps
+  const { rewrites } = pets
   return {
     create: (pet) => pets.create(pet, clock.now()),
     createOnce: (pet, claim, respond) => pets.createOnce(pet, clock.now(), claim, respond),
@@ -56,9 +67,17 @@ export function createPetsService(deps: { pets: PetsRepository; clock: Clock }):
     },
     async get(id) {
       const pet = await pets.findById(id)
-      if (pet === undefined) throw new ApiError('not_found', `No pet has id ${id}.`)
+      if (pet === undefined) throw notFound(id)
       return pet
     },
     version: pets.version?.bind(pets),
+    rewrites: rewrites === undefined ? undefined : {
+      get: async (id) => {
+        const { pet, count } = await rewrites.findById(id)
+        if (pet === undefined) throw notFound(id)
+        return { pet, count }
+      },
+      count: () => rewrites.count(),
+    },
   }
 }

@@ -6,6 +6,7 @@ import {
   ENTRY_OVERHEAD_BYTES,
   FINAL_RECHECK_MS,
   MAX_RECENT_KEYS,
+  REWRITES_CONFIRM_MS,
   type Representation,
   createRepresentationCache,
   entryCost,
@@ -17,8 +18,14 @@ import { PETS_REPOSITORY_METHODS } from '../../src/pets/pets.routes.js'
 import type { Storage } from '../../src/repositories.js'
 import { ENGINES, ManualClock, type TestApp, buildTestApp, postPet } from '../helper.js'
 
+/** What countingReads counts: the pet reads, and the count of rewrites last asked (PetsRepository.rewrites). */
+interface Reads {
+  count: number
+  rewritesAsked?: Promise<unknown>
+}
+
 /** Storage whose pet reads are counted, to see which answers came from the cache. */
-function countingReads(storage: Storage, reads: { count: number }): Storage {
+function countingReads(storage: Storage, reads: Reads): Storage {
   const pets = storage.pets
   const counted = Object.create(pets) as typeof pets
   counted.list = (query) => {
@@ -28,6 +35,20 @@ function countingReads(storage: Storage, reads: { count: number }): Storage {
   counted.findById = (id) => {
     reads.count++
     return pets.findById(id)
+  }
+  const { rewrites } = pets
+  if (rewrites !== undefined) {
+    counted.rewrites = {
+      findById: (id) => {
+        reads.count++
+        return rewrites.findById(id)
+      },
+      count: () => {
+        const asked = rewrites.count()
+        reads.rewritesAsked = asked
+        return asked
+      },
+    }
   }
   return new Proxy(storage, { get: (target, name): unknown => (name === 'pets' ? counted : Reflect.get(target, name)) })
 }
@@ -203,6 +224,74 @@ describe('representation cache', () => {
     }
     assert.equal(builds.get('k'), 4 + 3, 'each answer was served once, then read again')
   })
+
+  it('with a count of rewrites: a counted answer is kept from its first read, confirmed by one count a REWRITES_CONFIRM_MS, and read again when it moves or cannot be asked', async () => {
+    const clock = new ManualClock()
+    let count = 5
+    let down = false
+    let asked = 0
+    const cache = createRepresentationCache({
+      version: undefined,
+      clock,
+      rewrites: async () => {
+        asked++
+        if (down) throw new Error('the database is gone')
+        return count
+      },
+    })
+    let builds = 0
+    const get = (key: string, counted = true) =>
+      cache.get(key, async () => {
+        builds++
+        return counted ? { answer: representation(`${key} ${count}`), final: true, count } : built(representation(key), true)
+      })
+    const settled = () => new Promise((resolve) => setImmediate(resolve))
+    // Kept from its first read, where an answer without a count must come back first.
+    await get('pet')
+    await settled()
+    assert.equal((await get('pet')).body, 'pet 5')
+    assert.equal(builds, 1)
+    await get('uncounted', false)
+    await get('uncounted', false)
+    assert.equal(builds, 3)
+    // Read every REWRITES_CONFIRM_MS: confirmed each time, so served from memory for good, by one count
+    // for every counted answer, however many are read.
+    for (let step = 0; step < 10; step++) {
+      clock.advance(REWRITES_CONFIRM_MS)
+      for (const key of ['pet', 'pet', 'other']) await get(key)
+      await settled()
+    }
+    assert.equal(builds, 4, 'a confirmed answer was read again')
+    assert.ok(asked <= 11, `the count was asked ${asked} times in ${10 * REWRITES_CONFIRM_MS} ms`)
+    // A rewrite: seen once a count asked after it, within FINAL_RECHECK_MS, says so; never later.
+    count = 6
+    clock.advance(FINAL_RECHECK_MS - 1)
+    assert.equal((await get('pet')).body, 'pet 5', 'no count asked since the rewrite: still current')
+    await settled()
+    assert.equal((await get('pet')).body, 'pet 6', 'the count moved, and the answer was served')
+    await settled()
+    // The count cannot be asked: confirmed by nothing, each answer is read again FINAL_RECHECK_MS after its read or last count.
+    down = true
+    clock.advance(FINAL_RECHECK_MS - 1)
+    assert.equal((await get('pet')).body, 'pet 6')
+    await settled()
+    const before: number = builds
+    clock.advance(1)
+    await get('pet')
+    assert.equal(builds, before + 1, 'served from memory past FINAL_RECHECK_MS with no count asked')
+    await settled()
+    clock.advance(FINAL_RECHECK_MS / 2)
+    await get('pet')
+    assert.equal(builds, before + 1, 'its own read keeps it FINAL_RECHECK_MS')
+    // Back: confirmed again from the next read on.
+    down = false
+    clock.advance(FINAL_RECHECK_MS / 2 - 1)
+    await get('pet')
+    await settled()
+    clock.advance(FINAL_RECHECK_MS - 1)
+    await get('pet')
+    assert.equal(builds, before + 1)
+  })
 })
 
 describe('forged cursors against the representation cache', () => {
@@ -323,7 +412,7 @@ describe('read answers cached exactly on sqlite', () => {
 })
 
 describe('read answers on postgres: what no API write can change is kept', { skip: !ENGINES.includes('postgres') && 'needs PostgreSQL' }, () => {
-  const reads = { count: 0 }
+  const reads: Reads = { count: 0 }
   let testApp: TestApp
   let key: string
   let ids: number[]
@@ -345,7 +434,7 @@ describe('read answers on postgres: what no API write can change is kept', { ski
   const nextUrl = (response: Awaited<ReturnType<typeof get>>) =>
     /<([^>]*)>; rel="next"/.exec(String(response.headers.link ?? ''))?.[1]?.slice(testApp.config.publicBaseUrl.length)
 
-  it('answers a found pet and a page that has a next page from memory once asked twice, and reads the last page each time', async () => {
+  it('answers a found pet from memory from its first read, a page that has a next page once asked twice, and reads the last page each time', async () => {
     await get('/v1/pets?limit=2')
     const first = await get('/v1/pets?limit=2')
     const count = reads.count
@@ -359,7 +448,7 @@ describe('read answers on postgres: what no API write can change is kept', { ski
     await get(last)
     assert.equal(reads.count, count + 2, 'the last page was served from memory')
     for (let i = 0; i < 3; i++) await get(`/v1/pets/${ids[0]}`)
-    assert.equal(reads.count, count + 4)
+    assert.equal(reads.count, count + 3)
   })
 
   it('keeps a full page through creates, which the last page shows at once', async () => {
@@ -387,6 +476,55 @@ describe('read answers on postgres: what no API write can change is kept', { ski
     testApp.clock.advance(FINAL_RECHECK_MS)
     assert.match((await get(`/v1/pets/${id}`)).body, /Renamed by hand/)
     assert.match((await get('/v1/pets?limit=2')).body, /Renamed by hand/)
+  })
+
+  /** The count of rewrites that the last read asked for, answered, and the cache's handling of it done. */
+  const countAnswered = async () => {
+    await reads.rewritesAsked?.catch(() => {})
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+
+  // Last here: it removes every pet.
+  it('keeps a found pet from memory while the count of rewrites stays, and sees an UPDATE (by a role that may not write the count), a DELETE and a TRUNCATE by hand as soon as a count is asked after them', async (t) => {
+    const url = `/v1/pets/${ids[1]}`
+    const client = new pg.Client({ connectionString: testApp.config.database.engine === 'postgres' ? testApp.config.database.url : '' })
+    await client.connect()
+    const editor = `petstore_editor_${process.pid}_${Date.now()}`
+    t.after(async () => {
+      await client.query(`DROP OWNED BY ${editor}`).catch(() => {})
+      await client.query(`DROP ROLE IF EXISTS ${editor}`)
+      await client.end()
+    })
+    await get(url)
+    await countAnswered()
+    const count = reads.count
+    for (let step = 0; step < 8; step++) {
+      testApp.clock.advance(REWRITES_CONFIRM_MS)
+      await get(url)
+      await countAnswered()
+    }
+    assert.equal(reads.count, count, `read again within ${8 * REWRITES_CONFIRM_MS} ms of confirmed counts`)
+    // Each rewrite: the answer of before may still be served until a count asked after it comes back, and not after.
+    const seenAfterCount = async (url: string) => {
+      testApp.clock.advance(REWRITES_CONFIRM_MS)
+      await testApp.request(key, { method: 'GET', url })
+      await countAnswered()
+      return testApp.request(key, { method: 'GET', url })
+    }
+    await client.query(`CREATE ROLE ${editor} NOLOGIN`)
+    const { rows } = await client.query<{ schema: string }>('SELECT quote_ident(current_schema()) AS schema')
+    await client.query(`GRANT USAGE ON SCHEMA ${rows[0]?.schema ?? 'public'} TO ${editor}`)
+    await client.query(`GRANT SELECT, UPDATE ON pets TO ${editor}`)
+    await client.query(`SET ROLE ${editor}`)
+    await client.query("UPDATE pets SET name = 'Renamed by an editor' WHERE id = $1", [ids[1]])
+    await client.query('RESET ROLE')
+    assert.match((await seenAfterCount(url)).body, /Renamed by an editor/)
+    await client.query('DELETE FROM pets WHERE id = $1', [ids[1]])
+    assert.equal((await seenAfterCount(url)).statusCode, 404)
+    const other = `/v1/pets/${ids[2]}`
+    await get(other)
+    await client.query('TRUNCATE pets CASCADE')
+    assert.equal((await seenAfterCount(other)).statusCode, 404)
   })
 })
 

@@ -7,6 +7,7 @@ import * as settledPetPages from './0004-settled-pet-pages.js'
 import * as keyScopes from './0005-key-scopes.js'
 import * as pagesOnReadOnlyServers from './0006-pages-on-read-only-servers.js'
 import * as keyLineage from './0007-key-lineage.js'
+import * as petRewrites from './0008-pet-rewrites.js'
 
 /** The module of each name in MIGRATION_NAMES.postgres, loaded only when one is to be applied. */
 export const postgresMigrations: Record<(typeof MIGRATION_NAMES.postgres)[number], PetstoreMigration> = {
@@ -17,4 +18,5 @@ export const postgresMigrations: Record<(typeof MIGRATION_NAMES.postgres)[number
   '0005-key-scopes': keyScopes,
   '0006-pages-on-read-only-servers': pagesOnReadOnlyServers,
   '0007-key-lineage': keyLineage,
+  '0008-pet-rewrites': petRewrites,
 }
