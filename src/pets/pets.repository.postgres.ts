@@ -4,7 +4,7 @@ import { openPostgresClaim } from '../storage/postgres/claim.js'
 import { PrimaryUnavailable } from '../storage/postgres/errors.js'
 import { POSITION_SQL, type ReplicaSet } from '../storage/postgres/replica-set.js'
 import { inTransaction } from '../storage/postgres/transaction.js'
-import type { ListPetsQuery, NewPet, Pet, PetStatus, PetsRead, PetsRepository } from './pets.repository.js'
+import type { ListPetsQuery, NewPet, Pet, PetRead, PetStatus, PetsRead, PetsRepository } from './pets.repository.js'
 
 // pg returns int8 as text: it is turned into a BigInt here, never into a lossy number.
 interface PetRow {
@@ -61,14 +61,15 @@ export function insertPostgresPet(db: pg.Pool | pg.PoolClient, pet: NewPet, crea
 const REWRITES_SQL = '(SELECT count::text FROM pet_rewrites)'
 
 /** The pet with `id`, and the count of rewrites that its read saw (PetsRepository.rewrites). */
-async function petById(on: pg.Pool, id: bigint): Promise<{ pet: Pet | undefined; count: number | undefined }> {
+async function petById(on: pg.Pool, id: bigint): Promise<PetRead> {
   const { rows } = await on.query<PetRow & { rewrites: string | null }>({
     name: 'pets-by-id-counted',
     text: `SELECT ${COLUMNS}, ${REWRITES_SQL} AS rewrites FROM pets WHERE id = $1`,
     values: [id.toString()],
   })
   const row = rows[0]
-  return row === undefined ? { pet: undefined, count: undefined } : { pet: toPet(row), count: row.rewrites === null ? undefined : Number(row.rewrites) }
+  if (row === undefined) return { pet: undefined }
+  return row.rewrites === null ? { pet: toPet(row) } : { pet: toPet(row), rewrites: Number(row.rewrites) }
 }
 
 /** Where the server was when it read the page: with standbys, a page's rows carry it (POSITION_SQL). */
@@ -144,11 +145,11 @@ async function standbyPage(pool: pg.Pool, { limit, status, afterId }: ListPetsQu
 
 /** The pets of `pool`; with `replicas`, reads go to standbys where that keeps their promises (docs/api.md). */
 export function createPostgresPetsRepository(pool: pg.Pool, replicas?: ReplicaSet): PetsRepository {
-  const findCounted = (id: bigint): Promise<{ pet: Pet | undefined; count: number | undefined }> => {
+  const findById = (id: bigint): Promise<PetRead> => {
     if (replicas === undefined) return petById(pool, id)
     // A standby that misses the pet may not have it yet: the primary is asked before it is a 404, and
     // with the primary down, the miss is a 503 rather than a 404 for a pet that may have been acknowledged.
-    return replicas.read<{ pet: Pet | undefined; count: number | undefined }>(
+    return replicas.read<PetRead>(
       {
         kind: 'pet',
         first: 'replica',
@@ -198,14 +199,11 @@ export function createPostgresPetsRepository(pool: pg.Pool, replicas?: ReplicaSe
         (on, from) => (from === 'primary' ? primaryPage(on, query, true).then((read) => ({ ...read, settled: true })) : standbyPage(on, query)),
       ).then(({ pets, readAt }) => ({ pets, readAt }))
     },
-    findById: (id: bigint): Promise<Pet | undefined> => findCounted(id).then(({ pet }) => pet),
-    rewrites: {
-      findById: findCounted,
-      count: () =>
-        pool.query<{ count: string | null }>({ name: 'pet-rewrites', text: `SELECT ${REWRITES_SQL} AS count` }).then(({ rows }) => {
-          const count = rows[0]?.count
-          return count === undefined || count === null ? undefined : Number(count)
-        }),
-    },
+    findById,
+    rewrites: () =>
+      pool.query<{ count: string | null }>({ name: 'pet-rewrites', text: `SELECT ${REWRITES_SQL} AS count` }).then(({ rows }) => {
+        const count = rows[0]?.count
+        return count === undefined || count === null ? undefined : Number(count)
+      }),
   }
 }

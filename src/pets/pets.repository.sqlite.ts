@@ -1,7 +1,7 @@
 import type { Database } from 'better-sqlite3'
 import type { Claim, Claimed } from '../storage/claim.js'
 import { openSqliteClaim } from '../storage/sqlite/claim.js'
-import type { ListPetsQuery, PetsRead, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
+import type { ListPetsQuery, PetRead, PetsRead, NewPet, Pet, PetStatus, PetsRepository } from './pets.repository.js'
 
 interface PetRow {
   id: bigint
@@ -168,9 +168,9 @@ export function createSqlitePetsRepository(db: Database, changes: SqlitePetChang
       const rows = status === undefined ? listAll.all(afterId, limit) : listByStatus.all(status, afterId, limit)
       return Promise.resolve({ pets: rows.map(toPet) })
     },
-    findById(id: bigint): Promise<Pet | undefined> {
+    findById(id: bigint): Promise<PetRead> {
       const row = byId.get(id)
-      return Promise.resolve(row === undefined ? undefined : toPet(row))
+      return Promise.resolve({ pet: row === undefined ? undefined : toPet(row) })
     },
     version: () => changes.version(),
   }

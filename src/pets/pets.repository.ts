@@ -22,6 +22,12 @@ export interface ListPetsQuery {
   atLeast?: bigint
 }
 
+/** A pet read by its id, and the count of rewrites the read saw, on an engine that keeps one (PetsRepository.rewrites). */
+export interface PetRead {
+  pet: Pet | undefined
+  rewrites?: number
+}
+
 export interface PetsRead {
   /** In ascending id order. */
   pets: Pet[]
@@ -46,7 +52,7 @@ export interface PetsRepository {
   ): Promise<Claimed<Result, Held>>
   /** Up to `limit` pets in ascending id order, with no gap: a pet still being created with a lower id is waited for. */
   list(query: ListPetsQuery): Promise<PetsRead>
-  findById(id: bigint): Promise<Pet | undefined>
+  findById(id: bigint): Promise<PetRead>
   /**
    * A number that changes whenever any pet may have changed, through this process or any other.
    * Only engines that can tell exactly and cheaply have it: answers are cached until it changes.
@@ -54,12 +60,9 @@ export interface PetsRepository {
   version?(): number
   /**
    * On an engine that counts, in the database, the statements that changed or removed pets, by anyone
-   * (PostgreSQL, migration 0008): findById with the count its read saw, and the count now, on the
-   * primary (undefined when it cannot be read there). No create moves it; an answer read with count n is
-   * current while the count is n.
+   * (PostgreSQL, migration 0008): the count now, on the primary; undefined when it cannot be read there.
+   * findById then gives the count its read saw. No create moves it: a pet read with count n is current
+   * while the count is n.
    */
-  rewrites?: {
-    findById(id: bigint): Promise<{ pet: Pet | undefined; count: number | undefined }>
-    count(): Promise<number | undefined>
-  }
+  rewrites?(): Promise<number | undefined>
 }

@@ -59,8 +59,7 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
   // createRepresentationCache). A pet once found is final (CREATES_AND_READS says why); so is a page
   // that has a next page, since `list` waits for any lower id still being created (PetsRepository), so
   // no later create can enter it. The last page is not: creates extend it.
-  const { rewrites } = pets
-  const answers = createRepresentationCache({ version: pets.version, clock, maxBytes: READ_CACHE_BUDGET_BYTES, rewrites: rewrites?.count })
+  const answers = createRepresentationCache({ version: pets.version, clock, maxBytes: READ_CACHE_BUDGET_BYTES, rewrites: pets.rewrites })
   watchReadCache(registry, answers, READ_CACHE_BUDGET_BYTES)
   // A cached answer is sent at once: the reads' handlers return a promise only when they read.
   const sendWhenRead = (reply: FastifyReply, answer: Representation | Promise<Representation>) =>
@@ -118,9 +117,8 @@ export function registerPetsRoutes(fastify: FastifyInstance, deps: PetsRoutesDep
       const { petId } = request.params
       const answer = answers.get(petKey(petId), async () => {
         const serialize = serializer200(reply)
-        if (rewrites === undefined) return { answer: representation(serialize(await pets.get(BigInt(petId)))), final: true }
-        const { pet, count } = await rewrites.get(BigInt(petId))
-        return { answer: representation(serialize(pet)), final: true, count }
+        const { pet, rewrites } = await pets.get(BigInt(petId))
+        return { answer: representation(serialize(pet)), final: true, count: rewrites }
       })
       return sendWhenRead(reply, answer)
     },

@@ -32,28 +32,22 @@ export interface PetsService {
   createOnce<Result, Held>(pet: NewPet, claim: Claim<Result, Held>, respond: (pet: Pet) => Result): Promise<Claimed<Result, Held>>
   /** One page; `cursor` is the `next` of the previous page with the same `status`. */
   list(query: { limit: number; status?: PetStatus; cursor?: string }): Promise<PetsPage>
-  /** The pet with this id; throws `not_found` when there is none. */
-  get(id: bigint): Promise<Pet>
+  /** The pet with this id, and the count of rewrites its read saw (see `rewrites`); throws `not_found` when there is none. */
+  get(id: bigint): Promise<{ pet: Pet; rewrites?: number }>
   /**
    * Changes whenever any pet may have: answers read through this service may be cached until it
    * does. Absent where the engine cannot tell exactly and cheaply (see PetsRepository.version).
    */
   readonly version?: () => number
   /**
-   * Where the engine counts rewrites (PetsRepository.rewrites): get, with the count its read saw; and the
-   * count now. An answer read with count n may be cached while the count is n.
+   * The count of rewrites now, where the engine keeps one (PetsRepository.rewrites): an answer read with
+   * count n may be cached while the count is n.
    */
-  readonly rewrites?: {
-    readonly get: (id: bigint) => Promise<{ pet: Pet; count: number | undefined }>
-    readonly count: () => Promise<number | undefined>
-  }
+  readonly rewrites?: () => Promise<number | undefined>
 }
-
-const notFound = (id: bigint) => new ApiError('not_found', `No pet has id ${id}.`)
 
 export function createPetsService(deps: { pets: PetsRepository; clock: Clock }): PetsService {
   const { pets, clock } = deps
-  const { rewrites } = pets
   return {
     create: (pet) => pets.create(pet, clock.now()),
     createOnce: (pet, claim, respond) => pets.createOnce(pet, clock.now(), claim, respond),
@@ -66,18 +60,11 @@ export function createPetsService(deps: { pets: PetsRepository; clock: Clock }):
       return { pets: page, next: encodeCursor(page[limit - 1]?.id ?? afterId, status, readAt) }
     },
     async get(id) {
-      const pet = await pets.findById(id)
-      if (pet === undefined) throw notFound(id)
-      return pet
+      const { pet, rewrites } = await pets.findById(id)
+      if (pet === undefined) throw new ApiError('not_found', `No pet has id ${id}.`)
+      return rewrites === undefined ? { pet } : { pet, rewrites }
     },
     version: pets.version?.bind(pets),
-    rewrites: rewrites === undefined ? undefined : {
-      get: async (id) => {
-        const { pet, count } = await rewrites.findById(id)
-        if (pet === undefined) throw notFound(id)
-        return { pet, count }
-      },
-      count: () => rewrites.count(),
-    },
+    rewrites: pets.rewrites?.bind(pets),
   }
 }

@@ -36,18 +36,12 @@ function countingReads(storage: Storage, reads: Reads): Storage {
     reads.count++
     return pets.findById(id)
   }
-  const { rewrites } = pets
+  const rewrites = pets.rewrites?.bind(pets)
   if (rewrites !== undefined) {
-    counted.rewrites = {
-      findById: (id) => {
-        reads.count++
-        return rewrites.findById(id)
-      },
-      count: () => {
-        const asked = rewrites.count()
-        reads.rewritesAsked = asked
-        return asked
-      },
+    counted.rewrites = () => {
+      const asked = rewrites()
+      reads.rewritesAsked = asked
+      return asked
     }
   }
   return new Proxy(storage, { get: (target, name): unknown => (name === 'pets' ? counted : Reflect.get(target, name)) })

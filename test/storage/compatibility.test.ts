@@ -100,7 +100,7 @@ for (const engine of ENGINES) {
       t.after(() => database.drop())
       assert.deepEqual(await storage.migrate(), { applied: [], unknown: [NEWER] })
       const pet = await storage.pets.create({ name: 'Rex', categoryId: 1n, status: 'available' }, Date.now())
-      assert.deepEqual(await storage.pets.findById(pet.id), pet)
+      assert.deepEqual((await storage.pets.findById(pet.id)).pet, pet)
       assert.deepEqual((await storage.pets.list({ limit: 5, afterId: 0n })).pets, [pet])
     })
 
