@@ -11,13 +11,20 @@ import { after } from 'node:test'
  */
 const LINGER_MS = Number(process.env.PETSTORE_TEST_LINGER_MS ?? 60_000)
 
-/** The pids of this process's children (Linux). */
+/** The pids of this process's children (Linux); a thread that ended meanwhile has none. */
 function children(): number[] {
   const tasks = `/proc/${process.pid}/task`
   if (!fs.existsSync(tasks)) return []
+  const of = (task: string) => {
+    try {
+      return fs.readFileSync(path.join(tasks, task, 'children'), 'utf8').trim().split(/\s+/)
+    } catch {
+      return []
+    }
+  }
   return fs
     .readdirSync(tasks)
-    .flatMap((task) => fs.readFileSync(path.join(tasks, task, 'children'), 'utf8').trim().split(/\s+/))
+    .flatMap(of)
     .filter((pid) => pid !== '')
     .map(Number)
 }

@@ -94,11 +94,11 @@ export const READ_CACHE_BUDGET_BYTES = 8 * 1024 * 1024
  *   the API is seen within that time.
  * - With `rewrites` besides (an engine that counts the statements that changed or removed data, which no
  *   API write does): a final answer read with its count is kept from its first read, and served as long as
- *   a count asked since, within FINAL_RECHECK_MS, is still the one it was read with (or, until one is,
- *   FINAL_RECHECK_MS from its read). While such answers are
- *   read, the count is asked every REWRITES_CONFIRM_MS, in the background: one query confirms them all. A
- *   change made outside the API is still seen within FINAL_RECHECK_MS; a count that cannot be asked (the
- *   database gone) confirms nothing, and each answer is read again once that time has passed.
+ *   a count asked since, within FINAL_RECHECK_MS, is still the one it was read with (until one is, for
+ *   FINAL_RECHECK_MS from its read). While such answers are read, the count is asked every
+ *   REWRITES_CONFIRM_MS, in the background: one query confirms them all. A change made outside the API is
+ *   still seen within FINAL_RECHECK_MS; a count that cannot be asked (the database gone) confirms nothing,
+ *   and each answer is read again once that time has passed.
  */
 export function createRepresentationCache({
   version,

@@ -62,7 +62,7 @@ export function createPetsService(deps: { pets: PetsRepository; clock: Clock }):
     async get(id) {
       const { pet, rewrites } = await pets.findById(id)
       if (pet === undefined) throw new ApiError('not_found', `No pet has id ${id}.`)
-      return rewrites === undefined ? { pet } : { pet, rewrites }
+      return { pet, rewrites }
     },
     version: pets.version?.bind(pets),
     rewrites: pets.rewrites?.bind(pets),
