@@ -1,20 +1,15 @@
 import { redactKeys } from './shared/redaction.js'
-import { KEYS_HELP, keysCommand } from './api-keys/keys.cli.js'
-import { OPENAPI_HELP, openapiCommand } from './cli/openapi.cli.js'
 import type { CliIo } from './cli/output.js'
-import { SERVE_HELP, serveCommand } from './cli/serve.cli.js'
 import { type Topic, UsageError } from './cli/usage.js'
 import { ConfigError } from './config.js'
-import { COPY_HELP, copyCommand } from './copy/copy.cli.js'
-import { DEPRECATIONS_HELP, deprecationsCommand } from './deprecations/deprecations.cli.js'
-import { BACKUP_HELP, backupCommand } from './cli/backup.cli.js'
-import { MIGRATE_HELP, migrateCommand } from './cli/migrate.cli.js'
 import { releaseVersion } from './shared/release.js'
 
 /*
  * The command line's dispatcher: which command runs, its --help, and how a failure becomes an exit code.
  * Each command, with its help text, lives in its own module: the feature's folder where it has one (keys,
  * deprecations, copy), src/cli/ for the rest (serve, migrate, backup, openapi), which belong to no feature.
+ * A command's module is loaded only when it runs or its help is asked for: the server's libraries are
+ * about 1,000 modules, most of a second of start-up that `keys list` or `migrate` has no use for.
  */
 
 export type { CliIo } from './cli/output.js'
@@ -22,8 +17,7 @@ export type { CliIo } from './cli/output.js'
 /** What `main` ends with: an exit code, or `serving` when a server now keeps the process alive. */
 export type CliOutcome = 0 | 1 | 2 | 3 | 4 | 'serving'
 
-const HELP = {
-  main: `Usage: petstore <command> [options]
+const MAIN_HELP = `Usage: petstore <command> [options]
 
 Commands:
   serve [--workers N]   Run the HTTP service (migrates the database first)
@@ -40,31 +34,63 @@ Commands:
   --version             Print this release's version (semantic versioning) and exit
 
 Configuration comes from environment variables (see README). Run "petstore <command> --help" for more.
-Exit codes: 0 success, 1 failure, 2 usage error (migrate --status adds 3 and 4: see its --help).`,
-  serve: SERVE_HELP,
-  migrate: MIGRATE_HELP,
-  backup: BACKUP_HELP,
-  copy: COPY_HELP,
-  openapi: OPENAPI_HELP,
-  deprecations: DEPRECATIONS_HELP,
-  ...KEYS_HELP,
-} as const satisfies Record<Topic, string>
+Exit codes: 0 success, 1 failure, 2 usage error (migrate --status adds 3 and 4: see its --help).`
 
-function help(io: CliIo, topic: Topic): 0 {
-  io.stdout(HELP[topic] + '\n')
+
+/** A command, as its module gives it: its help by topic (keys has one per subcommand) and what runs it. */
+interface Command {
+  help: Partial<Record<Topic, string>>
+  run(args: string[], io: CliIo): Promise<CliOutcome>
+}
+
+const COMMANDS = {
+  serve: async () => {
+    const { SERVE_HELP, serveCommand } = await import('./cli/serve.cli.js')
+    return { help: { serve: SERVE_HELP }, run: serveCommand }
+  },
+  migrate: async () => {
+    const { MIGRATE_HELP, migrateCommand } = await import('./cli/migrate.cli.js')
+    return { help: { migrate: MIGRATE_HELP }, run: migrateCommand }
+  },
+  backup: async () => {
+    const { BACKUP_HELP, backupCommand } = await import('./cli/backup.cli.js')
+    return { help: { backup: BACKUP_HELP }, run: backupCommand }
+  },
+  copy: async () => {
+    const { COPY_HELP, copyCommand } = await import('./copy/copy.cli.js')
+    return { help: { copy: COPY_HELP }, run: copyCommand }
+  },
+  openapi: async () => {
+    const { OPENAPI_HELP, openapiCommand } = await import('./cli/openapi.cli.js')
+    return { help: { openapi: OPENAPI_HELP }, run: openapiCommand }
+  },
+  deprecations: async () => {
+    const { DEPRECATIONS_HELP, deprecationsCommand } = await import('./deprecations/deprecations.cli.js')
+    return { help: { deprecations: DEPRECATIONS_HELP }, run: deprecationsCommand }
+  },
+  keys: async () => {
+    const { KEYS_HELP, keysCommand } = await import('./api-keys/keys.cli.js')
+    return { help: KEYS_HELP, run: (args, io) => keysCommand(args[0], args.slice(1), io) }
+  },
+} as const satisfies Record<Exclude<Topic, 'main' | `keys ${string}`>, () => Promise<Command>>
+
+const isCommand = (name: string | undefined): name is keyof typeof COMMANDS => name !== undefined && Object.hasOwn(COMMANDS, name)
+
+function help(io: CliIo, text: string): 0 {
+  io.stdout(text + '\n')
   return 0
 }
 
 const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h'
 
-/** The help topic `args` name (`keys rotate`, `serve`, …), or undefined if they name none. */
-function topicOf(args: string[]): Topic | undefined {
-  const [command, sub] = args
-  if (command === 'keys' && sub !== undefined && !sub.startsWith('-')) {
-    const topic = `keys ${sub}`
-    return topic in HELP ? (topic as Topic) : undefined
-  }
-  return command !== undefined && command !== 'main' && command in HELP ? (command as Topic) : undefined
+/** The command `args` name, loaded, and the help topic they name (`keys rotate`, `serve`, …); undefined if they name none. */
+async function topicOf(args: string[]): Promise<{ topic: Topic; command: Command; text: string } | undefined> {
+  const [name, sub] = args
+  if (!isCommand(name)) return undefined
+  const command: Command = await COMMANDS[name]()
+  const topic = name === 'keys' && sub !== undefined && !sub.startsWith('-') ? `keys ${sub}` : name
+  const text = command.help[topic as Topic]
+  return text === undefined ? undefined : { topic: topic as Topic, command, text }
 }
 
 /** Runs one CLI command. Only the bin script touches `process`. */
@@ -73,43 +99,27 @@ export async function main(argv: string[], io: CliIo): Promise<CliOutcome> {
   try {
     // Asked for nothing: a mistake like any other usage error, so a script that forgot its command fails.
     if (command === undefined) throw new UsageError('no command given: serve, migrate, backup, copy, openapi, deprecations or keys')
-    if (isHelp(command)) return help(io, 'main')
+    if (isHelp(command)) return help(io, MAIN_HELP)
     if (command === '--version') {
       if (rest.length > 0) throw new UsageError(`--version takes nothing more, got "${rest.join(' ')}"`)
       io.stdout(`${releaseVersion()}\n`)
       return 0
     }
     if (command === 'help') {
-      if (rest.length === 0) return help(io, 'main')
-      const topic = topicOf(rest)
-      if (topic === undefined) throw new UsageError(`no help on "${rest.join(' ')}"`)
-      return help(io, topic)
+      if (rest.length === 0) return help(io, MAIN_HELP)
+      const asked = await topicOf(rest)
+      if (asked === undefined) throw new UsageError(`no help on "${rest.join(' ')}"`)
+      return help(io, asked.text)
     }
-    const topic = topicOf(argv)
-    if (topic === undefined) {
+    const asked = await topicOf(argv)
+    if (asked === undefined) {
       if (command === 'keys') throw new UsageError(`unknown keys command "${rest[0] ?? ''}"`, 'keys')
       throw new UsageError(`unknown command "${command}"`)
     }
     // --help anywhere (before a `--`) wins over every other option, valid or not.
     const end = argv.indexOf('--')
-    if ((end === -1 ? argv : argv.slice(0, end)).some(isHelp)) return help(io, topic)
-
-    switch (command) {
-      case 'serve':
-        return await serveCommand(rest, io)
-      case 'migrate':
-        return await migrateCommand(rest, io)
-      case 'openapi':
-        return await openapiCommand(rest, io)
-      case 'deprecations':
-        return await deprecationsCommand(rest, io)
-      case 'backup':
-        return await backupCommand(rest, io)
-      case 'copy':
-        return await copyCommand(rest, io)
-      default:
-        return await keysCommand(rest[0], rest.slice(1), io)
-    }
+    if ((end === -1 ? argv : argv.slice(0, end)).some(isHelp)) return help(io, asked.text)
+    return await asked.command.run(rest, io)
   } catch (error) {
     if (error instanceof UsageError) {
       io.stderr(`petstore: ${error.message}\nRun "petstore ${error.topic === undefined ? '' : `${error.topic} `}--help" for usage.\n`)

@@ -7,7 +7,7 @@ import { type CliIo, main } from '../src/cli.js'
 import { CONFIG_NAMES, describeVariable, loadConfig } from '../src/config.js'
 import { sqliteMigrations } from '../src/storage/migrations/sqlite/index.js'
 import { openStorage } from '../src/repositories.js'
-import { ENGINES, ROOT, createTestDatabase, sqliteDatabaseEnv } from './helper.js'
+import { BIN, ENGINES, ROOT, createTestDatabase, sqliteDatabaseEnv } from './helper.js'
 import { type ServerProcess, cleanupProcesses, refusedWithin, runCli, runCommand, startServer, stopServer, trackedTempDir } from './processes.js'
 
 // The CLI as a user runs it: a real process, a real database file, exit codes and output streams.
@@ -579,6 +579,58 @@ describe('petstore CLI', { concurrency: 2 }, () => {
         assert.doesNotMatch(result.stderr, /hunter2/)
       })
     }
+  })
+
+  describe('what a command loads', () => {
+    // Recorded by a module hook in the process: the packages every module loaded came from.
+    const HOOK = `import fs from 'node:fs'
+import { registerHooks } from 'node:module'
+const packages = new Set()
+registerHooks({ load(url, context, next) {
+  const name = /node_modules\\/((?:@[^/]+\\/)?[^/]+)/.exec(url)
+  if (name !== null) packages.add(name[1])
+  return next(url, context)
+} })
+process.on('exit', () => fs.writeFileSync(process.env.LOADED_PACKAGES, [...packages].join('\\n')))
+`
+    const SERVER_LIBRARIES = ['fastify', 'typebox', 'pino', 'prom-client', '@opentelemetry/api']
+
+    async function packagesLoaded(args: string[], exitCode = 0): Promise<string[]> {
+      const { dir, env } = fresh()
+      const hook = path.join(dir, 'hook.mjs')
+      const loaded = path.join(dir, 'loaded.txt')
+      fs.writeFileSync(hook, HOOK)
+      const result = await runCommand(process.execPath, ['--import', hook, BIN, ...args], {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? '', ...env, LOADED_PACKAGES: loaded },
+      })
+      assert.equal(result.code, exitCode, result.stderr)
+      return fs.readFileSync(loaded, 'utf8').split('\n')
+    }
+
+    // A command that needs no server starts without its libraries: about 1,000 modules, most of a second.
+    // Each with its exit code on a database not yet made: migrate --status says 3, migrations pending.
+    const LIGHT: [string[], number][] = [
+      [['--version'], 0],
+      [['keys', 'list'], 0],
+      [['keys', 'create', '--name', 'ci'], 0],
+      [['migrate'], 0],
+      [['migrate', '--status'], 3],
+      [['deprecations'], 0],
+      [['copy', '--help'], 0],
+      [['backup', '--help'], 0],
+    ]
+    for (const [args, exitCode] of LIGHT) {
+      it(`petstore ${args.join(' ')} loads none of the server's libraries`, async () => {
+        const loaded = await packagesLoaded(args, exitCode)
+        assert.deepEqual(SERVER_LIBRARIES.filter((name) => loaded.includes(name)), [])
+      })
+    }
+
+    it('petstore openapi loads them: the hook sees what loads', async () => {
+      const loaded = await packagesLoaded(['openapi'])
+      assert.deepEqual(['fastify', 'typebox', 'pino', 'prom-client'].filter((name) => !loaded.includes(name)), [])
+    })
   })
 
   describe('installation', () => {
