@@ -1,5 +1,4 @@
 import cluster, { type Worker } from 'node:cluster'
-import os from 'node:os'
 import type { Logger } from 'pino'
 import { Registry } from 'prom-client'
 import type { Config } from '../config.js'
@@ -8,13 +7,6 @@ import { clusterReadiness, clusterSource, startMetricsListener } from './operati
 import { connectionCaps, createShedding, descriptorLimit } from './descriptors.js'
 import { STOP_SIGNALS, shutdownDeadlineMs } from './drain.js'
 import { openMigratedStorage } from '../repositories.js'
-
-/** `--workers`: a whole number from 1 to 256, or `auto` for one per core. */
-export function parseWorkers(text: string | undefined): number | undefined {
-  if (text === undefined) return 1
-  if (text === 'auto') return os.availableParallelism()
-  return /^[1-9][0-9]{0,2}$/.test(text) && Number(text) <= 256 ? Number(text) : undefined
-}
 
 /**
  * The primary of `serve --workers N`: applies migrations once, then forks N workers that share
