@@ -280,6 +280,5 @@ export function errorBody(response: LightMyRequestResponse): { code: string; mes
   return body
 }
 
-/** The root of the repository, for spawning the CLI as a user would. */
-export const ROOT = path.resolve(import.meta.dirname, '..')
-export const BIN = path.join(ROOT, 'bin', 'petstore.js')
+/** The root of the repository and the bin in it, for spawning the CLI as a user would. */
+export { BIN, ROOT } from '../scripts/petstore-process.js'
