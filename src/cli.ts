@@ -9,7 +9,7 @@ import { releaseVersion } from './shared/release.js'
  * Each command, with its help text, lives in its own module: the feature's folder where it has one (keys,
  * deprecations, copy), src/cli/ for the rest (serve, migrate, backup, openapi), which belong to no feature.
  * A command's module is loaded only when it runs or its help is asked for: the server's libraries are
- * about 1,000 modules, most of a second of start-up that `keys list` or `migrate` has no use for.
+ * most of a process's start-up, which `keys list` or `migrate` has no use for.
  */
 
 export type { CliIo } from './cli/output.js'

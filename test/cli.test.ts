@@ -593,7 +593,7 @@ registerHooks({ load(url, context, next) {
 } })
 process.on('exit', () => fs.writeFileSync(process.env.LOADED_PACKAGES, [...packages].join('\\n')))
 `
-    // The heavy ones: TypeBox alone is about 680 modules. (pino, about 40, is the log's, which serve writes from the start.)
+    // The heavy ones, TypeBox first. (pino, a small one, is the log's, which serve writes from its first line.)
     const SERVER_LIBRARIES = ['fastify', 'typebox', 'prom-client', '@opentelemetry/api']
 
     async function packagesLoaded(args: string[], exitCode = 0, variables: Record<string, string> = {}): Promise<string[]> {
@@ -609,7 +609,7 @@ process.on('exit', () => fs.writeFileSync(process.env.LOADED_PACKAGES, [...packa
       return fs.readFileSync(loaded, 'utf8').split('\n')
     }
 
-    // A command that needs no server starts without its libraries: about 1,000 modules, most of a second.
+    // A command that needs no server starts without its libraries, which are most of a process's start-up.
     // Each with its exit code on a database not yet made (migrate --status says 3, migrations pending), and
     // a serve that cannot start: a configuration that does not hold is said before the server loads.
     const LIGHT: [string[], number, Record<string, string>?][] = [

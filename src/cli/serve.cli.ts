@@ -39,8 +39,8 @@ export async function serveCommand(args: string[], io: CliIo): Promise<'serving'
   const config = loadConfig(io.env, io.cwd)
   checkGetPetDeprecatedAt(config)
   await checkHostsResolve(config)
-  // The server's modules (about 1,000, most of a second) load once the configuration holds: a service
-  // that cannot start says why at once.
+  // The server's modules, most of the start-up, load once the configuration holds: a service that cannot
+  // start says why at once.
   const [{ isWorker, runPrimary }, { closeOnSignals, startServer, stopWithNpm, waitForPorts }] = await Promise.all([
     import('../process/workers.js'),
     import('../process/server.js'),
