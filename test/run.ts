@@ -98,7 +98,7 @@ const TEST_TIMEOUT_MS = 10 * 60_000
 
 /**
  * The whole run is interrupted after this long: Node then reports the tests still running, by file and
- * name. A run takes about 13 minutes on Node 26 and 6 on the others (README, Tests).
+ * name. A run on a 2-core machine ends well before it (README, Tests).
  */
 const RUN_BOUND_MS = 30 * 60_000
 
