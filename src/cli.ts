@@ -36,7 +36,6 @@ Commands:
 Configuration comes from environment variables (see README). Run "petstore <command> --help" for more.
 Exit codes: 0 success, 1 failure, 2 usage error (migrate --status adds 3 and 4: see its --help).`
 
-
 /** A command, as its module gives it: its help by topic (keys has one per subcommand) and what runs it. */
 interface Command {
   help: Partial<Record<Topic, string>>
@@ -83,14 +82,14 @@ function help(io: CliIo, text: string): 0 {
 
 const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h'
 
-/** The command `args` name, loaded, and the help topic they name (`keys rotate`, `serve`, …); undefined if they name none. */
-async function topicOf(args: string[]): Promise<{ topic: Topic; command: Command; text: string } | undefined> {
+/** The command `args` name, loaded, and the help of the topic they name (`keys rotate`, `serve`, …); undefined if they name none. */
+async function topicOf(args: string[]): Promise<{ command: Command; text: string } | undefined> {
   const [name, sub] = args
   if (!isCommand(name)) return undefined
   const command: Command = await COMMANDS[name]()
   const topic = name === 'keys' && sub !== undefined && !sub.startsWith('-') ? `keys ${sub}` : name
   const text = command.help[topic as Topic]
-  return text === undefined ? undefined : { topic: topic as Topic, command, text }
+  return text === undefined ? undefined : { command, text }
 }
 
 /** Runs one CLI command. Only the bin script touches `process`. */
