@@ -74,17 +74,37 @@ async function listenable(port: number): Promise<number | undefined> {
   return bound
 }
 
-/** A port nobody listens on right now (see pickedPorts), released for the server. */
+/**
+ * Claims `port` for as long as this process lives: false if this or another process has it. A port is free
+ * from its pick until its server binds it, a second or so later, and the test files run side by side: two
+ * picking the same one meanwhile start two servers on it, and one's requests reach the other. The claim is
+ * a name in Linux's abstract socket namespace, which only one socket can have and the kernel frees when
+ * the process ends, however it ends.
+ */
+export async function claimPort(port: number): Promise<boolean> {
+  const claim = net.createServer()
+  const claimed = await new Promise<boolean>((resolve) => {
+    // Any other failure is a system without the namespace: nothing to claim there, and no reason to refuse.
+    claim.once('error', (error: NodeJS.ErrnoException) => resolve(error.code !== 'EADDRINUSE'))
+    claim.listen(`\0petstore-port-${port}`, () => resolve(true))
+  })
+  // Held without keeping the process alive.
+  if (claimed) claim.unref()
+  return claimed
+}
+
+/** A port nobody listens on right now (see pickedPorts) and no other picker of the run has (claimPort), released for the server. */
 export async function freePort(): Promise<number> {
   const range = pickedPorts()
   for (;;) {
     const port = range === undefined ? 0 : range.from + Math.floor(Math.random() * (range.to - range.from + 1))
+    if (range !== undefined && !(await claimPort(port))) continue
     const free = await listenable(port)
     if (free !== undefined) return free
   }
 }
 
-/** `count` free ports, all different: each is released once found, so the same one may be found twice. */
+/** `count` free ports, all different. */
 async function freePorts(count: number): Promise<number[]> {
   const ports = new Set<number>()
   while (ports.size < count) ports.add(await freePort())
