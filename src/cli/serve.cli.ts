@@ -5,6 +5,7 @@ import { checkGetPetDeprecatedAt } from '../deprecations/deprecations.policy.js'
 import { createLogger } from '../logger.js'
 import { releaseVersion } from '../shared/release.js'
 import { STOP_SIGNALS } from '../process/drain.js'
+import type { RunningServer } from '../process/server.js'
 import { type CliIo, table } from './output.js'
 import { UsageError, parse } from './usage.js'
 
@@ -66,9 +67,10 @@ export async function serveCommand(args: string[], io: CliIo): Promise<'serving'
     return 'serving'
   }
   // Workers skip migrations: their primary applied them before forking.
-  const server = await startServer(config, logger, { migrate: !isWorker(), tracing: io.tracing }).catch((error: unknown) => {
+  // A stop signal is a drain from the moment the port listens; before, it ends the process (nothing is served yet).
+  const listening = (server: RunningServer) => closeOnSignals(server, config, logger, { worker: isWorker() })
+  await startServer(config, logger, { migrate: !isWorker(), tracing: io.tracing, listening }).catch((error: unknown) => {
     throw namingListenVariable(error, config)
   })
-  closeOnSignals(server, config, logger, { worker: isWorker() })
   return 'serving'
 }

@@ -39,7 +39,16 @@ const TRACING_FLUSH_MS = 2_000
 export async function startServer(
   config: Config,
   logger: Logger,
-  { migrate = true, tracing }: { migrate?: boolean; tracing?: Tracing } = {},
+  {
+    migrate = true,
+    tracing,
+    listening,
+  }: {
+    migrate?: boolean
+    tracing?: Tracing
+    /** Called as the API port starts listening, in that turn of the event loop, before it answers anything. */
+    listening?: (server: RunningServer) => void
+  } = {},
 ): Promise<RunningServer> {
   // Read before the database is opened: a certificate that cannot be served stops the start, naming its variable.
   const certificates = config.tls === undefined ? undefined : readCertificatePair(config.tls)
@@ -80,30 +89,9 @@ export async function startServer(
   const offHangup = reloading === undefined ? undefined : onHangup(() => reloading.reload('SIGHUP'))
   if (reloading !== undefined) metrics.watchCertificate(() => reloading.serving().notAfter)
   let acceptors: Acceptors | undefined
-  try {
-    // A cluster worker's connections are accepted by its primary, whose event loop does nothing
-    // else. A port that another process holds is listened on alone, to fail naming PORT.
-    const batched = !isWorker() && !(await portInUse(config.host, config.port))
-    // Node's default backlog (511) overflows when hundreds of clients connect at once: the kernel
-    // then drops their SYNs and each waits 1 s or more to retry before it is even accepted.
-    const listen = { port: config.port, host: config.host, backlog: config.listenBacklog, reusePort: batched }
-    await app.listen({ ...listen, listenTextResolver: listenText(certificates !== undefined) })
-    capConnections(app.server, caps.api, shedding)
-    if (batched) {
-      acceptors = await openAcceptors(app.server, {
-        ...listen,
-        port: (app.server.address() as net.AddressInfo).port,
-        count: EXTRA_ACCEPTORS,
-        acceptFailed: (error) => app.server.emit('error', error),
-      })
-    }
-  } catch (error) {
-    offHangup?.()
-    reloading?.close()
-    await metricsListener?.close()
-    throw error
-  }
-  return {
+  /** The start's listening, which a stop that begins during it waits for: it then closes all it opened. */
+  let listened: Promise<void> | undefined
+  const running: RunningServer = {
     app,
     async close() {
       offHangup?.()
@@ -114,6 +102,7 @@ export async function startServer(
       // queue when the listener closed.
       draining = true
       await sleep(config.shutdownDrainMs)
+      await listened?.catch(() => undefined)
       acceptors?.close()
       connections.stopAccepting()
       // A worker whose event loop is held (SQLite's busy wait for the write lock, up to its busy timeout)
@@ -132,6 +121,37 @@ export async function startServer(
       await metricsListener?.close()
     },
   }
+  // From its first connection on: the rest of the start (a host name's other addresses, the extra acceptors)
+  // takes turns of the event loop of its own, in which connections are accepted and answered.
+  app.server.once('listening', () => {
+    capConnections(app.server, caps.api, shedding)
+    listening?.(running)
+  })
+  try {
+    // A cluster worker's connections are accepted by its primary, whose event loop does nothing
+    // else. A port that another process holds is listened on alone, to fail naming PORT.
+    const batched = !isWorker() && !(await portInUse(config.host, config.port))
+    // Node's default backlog (511) overflows when hundreds of clients connect at once: the kernel
+    // then drops their SYNs and each waits 1 s or more to retry before it is even accepted.
+    const listen = { port: config.port, host: config.host, backlog: config.listenBacklog, reusePort: batched }
+    listened = (async () => {
+      await app.listen({ ...listen, listenTextResolver: listenText(certificates !== undefined) })
+      if (!batched) return
+      acceptors = await openAcceptors(app.server, {
+        ...listen,
+        port: (app.server.address() as net.AddressInfo).port,
+        count: EXTRA_ACCEPTORS,
+        acceptFailed: (error) => app.server.emit('error', error),
+      })
+    })()
+    await listened
+  } catch (error) {
+    offHangup?.()
+    reloading?.close()
+    await metricsListener?.close()
+    throw error
+  }
+  return running
 }
 
 /** How often a port in use is tried again while waiting for it. */

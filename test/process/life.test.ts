@@ -1,10 +1,15 @@
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import fs from 'node:fs'
+import net from 'node:net'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import pino from 'pino'
 import { BIN, ROOT, waitUntilReady } from '../../scripts/petstore-process.js'
+import { loadConfig } from '../../src/config.js'
+import { type RunningServer, startServer as startInProcess } from '../../src/process/server.js'
+import { sqliteDatabaseEnv } from '../helper.js'
 import { type ProcessExit, cleanupProcesses, freePort, startServer, trackedTempDir, until, within } from '../processes.js'
 
 // The edges of a process's life, as operators start and stop it (issue 30): supervisors that signal
@@ -317,4 +322,33 @@ describe('a replacement started while its predecessor drains', () => {
     process.kill(second.pid, 'SIGTERM')
     assert.deepEqual(await second.exited, { code: 0, signal: null }, second.output())
   })
+})
+
+describe('a stop that comes as the port starts listening', () => {
+  // Where stop signals start draining (src/cli/serve.cli.ts): the rest of the start takes turns of the event loop
+  // of its own, in which connections are answered. With a host name it looks up its addresses, once for Fastify's
+  // other addresses and once per extra acceptor; in process, so that the test sees the turns themselves.
+  for (const host of ['127.0.0.1', 'localhost']) {
+    it(`is handed the server in the turn the port listens; a close begun then waits for the rest of the start and releases the port, every acceptor too (HOST=${host})`, { timeout: 30_000 }, async () => {
+      const port = await freePort()
+      const config = loadConfig({ ...sqliteDatabaseEnv(trackedTempDir('petstore-life-listening-')), HOST: host, PORT: String(port), METRICS_PORT: 'off', SHUTDOWN_DRAIN_MS: '0' })
+      let handed: { server: RunningServer; listening: boolean; started: boolean } | undefined
+      let closing: Promise<void> | undefined
+      let started = false
+      const server = await startInProcess(config, pino({ level: 'silent' }), {
+        listening: (running) => {
+          assert.equal(handed, undefined, 'handed the server twice')
+          handed = { server: running, listening: running.app.server.listening, started }
+          closing = running.close()
+        },
+      })
+      started = true
+      await closing
+      assert.deepEqual(handed && { ...handed, server: handed.server === server }, { server: true, listening: true, started: false })
+      // Nothing listens on the port any more: not the server, not an acceptor opened as the stop began.
+      const probe = net.createServer()
+      await new Promise<void>((resolve, reject) => probe.once('error', reject).listen({ port, host: '127.0.0.1', exclusive: true }, resolve))
+      probe.close()
+    })
+  }
 })
