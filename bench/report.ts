@@ -117,9 +117,10 @@ export type EngineName = 'sqlite' | 'postgres'
  * Servers measured in every round after the service and the floor, reported and never judged: on
  * PostgreSQL the postgres.js baseline, for the driver choice, and with `--pooler` the service with its
  * queries unnamed (DATABASE_PREPARED_STATEMENTS=false), straight to PostgreSQL and through PgBouncer in
- * transaction mode, for what a transaction pooler costs a request (issue 29).
+ * transaction mode, for what a transaction pooler costs a request (issue 29); with `--compare`, another
+ * build of the service, for what a change wins.
  */
-export type CompanionId = 'postgresJs' | 'unnamed' | 'pooled'
+export type CompanionId = 'postgresJs' | 'unnamed' | 'pooled' | 'other'
 
 interface CompanionSpec {
   /** In progress lines, failure messages and the names of the pets it creates. */
@@ -157,6 +158,14 @@ export const COMPANIONS: Record<CompanionId, CompanionSpec> = {
     column: 'pgb',
     ratio: 'service unnamed via PgBouncer ÷ service named',
     ratioColumn: 'pgb ÷ svc',
+    against: 'service',
+  },
+  other: {
+    name: 'other build',
+    row: 'service (other build)',
+    column: 'other',
+    ratio: 'other build ÷ service',
+    ratioColumn: 'other ÷ svc',
     against: 'service',
   },
 }

@@ -5,15 +5,17 @@
 // baselines read and write the service's own tables, one through node-postgres (the reference), one
 // through postgres.js. Floor ÷ baseline is what the mandated libraries cost by themselves.
 // With `--pooler` (PostgreSQL) the service also runs with its queries unnamed, straight to the server and
-// through a PgBouncer in transaction mode (scripts/pg-cluster.ts), each reported against the service.
-// `npm run bench [-- --quick] [-- --engine postgres [-- --pooler]]`; see bench/README.md for how to read the output.
+// through a PgBouncer in transaction mode (scripts/pg-cluster.ts), each reported against the service. With
+// `--compare <bin>`, another build of the service runs in the same rounds, reported against the service.
+// `npm run bench [-- --quick] [-- --engine postgres [-- --pooler]] [-- --compare <bin>]`; see bench/README.md for how to read the output.
 // The parts: setup.ts (build, service, seeding, baselines), scripts/embedded-postgres.ts (the embedded server),
 // identity.ts (the byte-identity check), rounds.ts (the load), report.ts (tables and the results JSON).
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
-import { type NodeProcess, describeExit, guardRun, logTail, procStatusKb, stopProcess } from '../scripts/petstore-process.js'
+import { BIN, type NodeProcess, describeExit, guardRun, logTail, procStatusKb, stopProcess } from '../scripts/petstore-process.js'
 import { assertIdenticalBodies } from './identity.js'
 import type { LoadTool } from './load.js'
 import { type EmbeddedServer, startEmbeddedPostgres } from '../scripts/embedded-postgres.js'
@@ -66,7 +68,7 @@ const MODES = {
   },
 } as const satisfies Record<EngineName, Record<string, Mode>>
 
-const USAGE = `Usage: npm run bench [-- --quick] [-- --engine sqlite|postgres] [-- --pooler] [-- --no-build] [-- --autocannon]
+const USAGE = `Usage: npm run bench [-- --quick] [-- --engine sqlite|postgres] [-- --pooler] [-- --compare <bin>] [-- --no-build] [-- --autocannon]
 
 Judges \`petstore serve\` (${SEED_PETS.toLocaleString('en-US')} pets, logging at info) against the floor (Fastify, pino,
 prom-client, @fastify/rate-limit on the reference baseline's store) and reports both against a bare node:http
@@ -77,6 +79,9 @@ bench/results/<timestamp>-<engine>[-quick].json (ignored by git). Memory over mi
               node-postgres (the reference) and postgres.js.
   --pooler    With --engine postgres: the service also with DATABASE_PREPARED_STATEMENTS=false, straight to the
               server and through a PgBouncer in transaction mode, each reported ÷ the service (named statements)
+  --compare   Another build of the service (its bin/petstore.js, e.g. in a git worktree of another commit, built)
+              in the same rounds, on a copy of the SQLite database or on the same PostgreSQL tables, with the
+              same settings; reported ÷ the service, never judged. Its answers must have the same bodies
   --quick     ${MODES.sqlite.quick.rounds} to ${MODES.sqlite.quick.maxRounds} rounds of ${MODES.sqlite.quick.roundS} s per server and scenario instead of ${MODES.sqlite.full.rounds} to ${MODES.sqlite.full.maxRounds} (SQLite)
               or ${MODES.postgres.full.rounds} to ${MODES.postgres.full.maxRounds} (PostgreSQL): more while a judged median is within the noise of its target
   --no-build  Use dist/ as it is instead of compiling src/ first
@@ -146,9 +151,22 @@ function pooledServices(setup: Setup, poolerUrl: string): [CompanionId, Record<s
   ]
 }
 
+/**
+ * With `--compare`: the other build's environment. On SQLite it gets a copy of the seeded database of its own:
+ * sharing the file, each process's commits (getPet's usage counts, flushed every 10 s) would empty the other's
+ * read cache (`PRAGMA data_version`). On PostgreSQL it shares the tables, as every instance of a fleet does.
+ */
+function otherBuildEnv(setup: Setup): Record<string, string> {
+  const env = { PATH: process.env.PATH ?? '', DATABASE_URL: setup.databaseUrl }
+  if (setup.engine.name === 'postgres') return env
+  const copy = path.join(setup.dir, 'other-build.db')
+  execFileSync(process.execPath, [BIN, 'backup', copy], { env, stdio: 'ignore' })
+  return { ...env, DATABASE_URL: `sqlite://${copy}` }
+}
+
 /** Identity checks, then every scenario on every server; true when every target was met. */
 async function benchmark(
-  run: { mode: Mode; engine: EngineName; startedAt: Date; header: object; poolerUrl?: string },
+  run: { mode: Mode; engine: EngineName; startedAt: Date; header: object; poolerUrl?: string; compare?: string },
   setup: Setup,
   started: Set<NodeProcess>,
   signal: AbortSignal,
@@ -162,9 +180,11 @@ async function benchmark(
   for (const [id, kind] of Object.entries(references.companions) as [CompanionId, BaselineKind][]) {
     companions.push([id, await startBaseline(setup, kind, compiled, started)])
   }
-  for (const [id, env] of run.poolerUrl === undefined ? [] : pooledServices(setup, run.poolerUrl)) {
-    const { service } = await startService(setup.dir, `service-${id}`, env, started)
-    console.log(`bench: ${COMPANIONS[id].name} pid ${service.pid} on ${service.baseUrl}`)
+  const services: [CompanionId, Record<string, string>, string?][] = run.poolerUrl === undefined ? [] : pooledServices(setup, run.poolerUrl)
+  if (run.compare !== undefined) services.push(['other', otherBuildEnv(setup), run.compare])
+  for (const [id, env, bin] of services) {
+    const { service } = await startService(setup.dir, `service-${id}`, env, started, bin)
+    console.log(`bench: ${COMPANIONS[id].name} pid ${service.pid} on ${service.baseUrl}${bin === undefined ? '' : ` (${bin})`}`)
     companions.push([id, { process: service, url: service.baseUrl }])
   }
   await assertIdenticalBodies(
@@ -218,12 +238,14 @@ async function main(): Promise<number> {
   let buildFirst: boolean
   let tool: LoadTool
   let withPooler: boolean
+  let compare: string | undefined
   try {
     const { values } = parseArgs({
       options: {
         quick: { type: 'boolean' },
         engine: { type: 'string', default: 'sqlite' },
         pooler: { type: 'boolean' },
+        compare: { type: 'string' },
         'no-build': { type: 'boolean' },
         autocannon: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -238,6 +260,8 @@ async function main(): Promise<number> {
     engineName = values.engine
     withPooler = values.pooler === true
     if (withPooler && engineName !== 'postgres') throw new Error('--pooler needs --engine postgres')
+    compare = values.compare === undefined ? undefined : path.resolve(values.compare)
+    if (compare !== undefined && !fs.statSync(compare, { throwIfNoEntry: false })?.isFile()) throw new Error(`--compare: no file ${compare}`)
     mode = values.quick === true ? MODES[engineName].quick : MODES[engineName].full
     buildFirst = values['no-build'] !== true
     tool = values.autocannon !== true && onPath('wrk') ? 'wrk' : 'autocannon'
@@ -256,7 +280,7 @@ async function main(): Promise<number> {
   const started = new Set<NodeProcess>()
   let postgres: EmbeddedServer | undefined
   let pooler: Pooler | undefined
-  const servers = 3 + Object.keys(REFERENCES[engineName].companions).length + (withPooler ? 2 : 0)
+  const servers = 3 + Object.keys(REFERENCES[engineName].companions).length + (withPooler ? 2 : 0) + (compare === undefined ? 0 : 1)
   // The bound follows the most load the run may take (every scenario to maxRounds), with room for the
   // load generators' start-ups (about a fifth of a round here) and the set-up.
   const loadS = (rounds: number) => SCENARIOS.length * servers * (mode.warmupS + rounds * mode.roundS)
@@ -330,10 +354,11 @@ async function main(): Promise<number> {
                 poolSize: POOLER_POOL_SIZE,
               },
         logLevel: 'info',
+        compare,
       },
       seeding: setup.seeding,
     }
-    const pass = await benchmark({ mode, engine: engineName, startedAt, header, poolerUrl }, setup, started, stop.signal)
+    const pass = await benchmark({ mode, engine: engineName, startedAt, header, poolerUrl, compare }, setup, started, stop.signal)
     console.log(`bench: total ${seconds(Date.now() - startedAt.getTime())}`)
     return pass ? 0 : 1
   } catch (error) {

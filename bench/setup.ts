@@ -135,6 +135,8 @@ export type Engine = { name: 'sqlite' } | { name: 'postgres'; url: string }
 export interface Setup {
   dir: string
   engine: Engine
+  /** The service's DATABASE_URL: the seeded SQLite file, or the PostgreSQL server's. */
+  databaseUrl: string
   key: string
   /** What drives the servers in the measured rounds. */
   tool: LoadTool
@@ -177,6 +179,7 @@ export async function setUp(dir: string, engine: Engine, started: Set<NodeProces
   return {
     dir,
     engine,
+    databaseUrl: env.DATABASE_URL,
     key,
     service,
     serviceLog,
@@ -209,6 +212,8 @@ export async function startService(
   name: string,
   env: Record<string, string>,
   started: Set<NodeProcess>,
+  /** Another build's bin/petstore.js; absent: this checkout's. */
+  bin?: string,
 ): Promise<{ service: PetstoreProcess; log: string; metricsUrl: string }> {
   const log = path.join(dir, `${name}.log`)
   // Metrics on a free port of their own, as in production, and known here: a failed run reads them.
@@ -233,6 +238,7 @@ export async function startService(
     logPath: log,
     detached: true,
     timeoutMs: READY_TIMEOUT_MS,
+    ...(bin === undefined ? {} : { bin }),
   })
   started.add(service)
   void service.exited.then(() => started.delete(service))
