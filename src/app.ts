@@ -83,7 +83,7 @@ export async function buildApp({
     // They also come before the onRequest hooks, so the request id is echoed here.
     frameworkErrors: (error, request, reply) => {
       reply.header(REQUEST_ID, request.id)
-      sendError(reply, toApiError(error, () => false) ?? new ApiError('invalid_request', 'The request could not be routed.'))
+      sendError(reply, toApiError(error, () => undefined) ?? new ApiError('invalid_request', 'The request could not be routed.'))
     },
     routerOptions: { maxParamLength: 100 },
     trustProxy: typeof trustProxy === 'number' ? (_address: string, hop: number) => hop < trustProxy : trustProxy,
@@ -115,9 +115,13 @@ export async function buildApp({
   registerJsonBodyParser(app)
   // Asked once per failed request, so it is where database outages are counted.
   registerErrorHandling(app, (error) => {
-    const unavailable = storage.isUnavailable(error)
-    if (unavailable) metrics.countDatabaseUnavailable()
-    return unavailable
+    if (!storage.isUnavailable(error)) return undefined
+    if (storage.isOverloaded(error)) {
+      metrics.countOverloaded('database-pool')
+      return 'overloaded'
+    }
+    metrics.countDatabaseUnavailable()
+    return 'unavailable'
   })
   const poolStats = storage.poolStats?.bind(storage)
   if (poolStats !== undefined) metrics.watchPool(poolStats)

@@ -86,6 +86,7 @@ function withRepositories(database: Database, make: Makers): Storage {
     migrate: database.migrate.bind(database),
     migrationState: database.migrationState.bind(database),
     isUnavailable: database.isUnavailable.bind(database),
+    isOverloaded: database.isOverloaded.bind(database),
     ping: database.ping.bind(database),
     close: database.close.bind(database),
     ...(backup === undefined ? {} : { backup }),

@@ -17,13 +17,24 @@ const FRAMEWORK_ERRORS: Record<string, () => ApiError> = {
   FST_ERR_ASYNC_CONSTRAINT: () => new ApiError('invalid_request', 'The request could not be routed.'),
 }
 
-export function toApiError(error: unknown, isUnavailable: (error: unknown) => boolean): ApiError | undefined {
+/**
+ * Whose a failure is, when the database refused to serve it: the database's (`unavailable`), or this
+ * instance's load (`overloaded`, its pool's connections all busy); undefined when it is no refusal.
+ */
+export type DatabaseRefusal = (error: unknown) => 'unavailable' | 'overloaded' | undefined
+
+export function toApiError(error: unknown, databaseRefusal: DatabaseRefusal): ApiError | undefined {
   if (error instanceof ApiError) return error
   const code = (error as Partial<FastifyError> | null)?.code
   const known = code === undefined ? undefined : FRAMEWORK_ERRORS[code]
   if (known !== undefined) return known()
-  if (isUnavailable(error)) {
-    return new ApiError('unavailable', 'The database is not answering; retry shortly.', { 'retry-after': '5' })
+  switch (databaseRefusal(error)) {
+    case 'unavailable':
+      return new ApiError('unavailable', 'The database is not answering; retry shortly.', { 'retry-after': '5' })
+    case 'overloaded':
+      return new ApiError('overloaded', 'Every database connection of this instance is busy; retry after `Retry-After` seconds, or on another instance.', {
+        'retry-after': '1',
+      })
   }
   const status = (error as Partial<FastifyError> | null)?.statusCode
   if (status !== undefined && status >= 400 && status < 500) {
@@ -52,11 +63,12 @@ const ROUTED_METHODS = http.METHODS.filter((method) => method !== 'CONNECT')
  * (404); collectRouteMethods does 405 and http-protocol.ts what Node answers itself. 5xx messages
  * never carry internals; the cause is logged.
  */
-export function registerErrorHandling(app: FastifyInstance, isUnavailable: (error: unknown) => boolean): void {
+export function registerErrorHandling(app: FastifyInstance, databaseRefusal: DatabaseRefusal): void {
   app.setErrorHandler((error, request, reply) => {
-    const apiError = toApiError(error, isUnavailable)
+    const apiError = toApiError(error, databaseRefusal)
     if (apiError !== undefined) {
-      if (apiError.status >= 500) request.log.error({ reqId: request.id, err: error }, 'request failed')
+      // Load is no fault: as the load shedding's, its refusals are counted and in the request log, one line each.
+      if (apiError.status >= 500 && apiError.code !== 'overloaded') request.log.error({ reqId: request.id, err: error }, 'request failed')
       return sendError(reply, apiError)
     }
     request.log.error({ reqId: request.id, err: error }, 'unhandled error')

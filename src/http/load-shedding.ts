@@ -5,8 +5,11 @@ import type { Config } from '../config.js'
 import { ApiError, ERROR_DESCRIPTIONS } from '../errors.js'
 import { sendError } from './error-handler.js'
 
-/** Which measurement was over its threshold when a request was shed. */
-type OverloadReason = 'event-loop-delay' | 'heap'
+/**
+ * Why a request was answered 503 `overloaded`: the measurement over its threshold when it was shed, or
+ * (`database-pool`, the error handler's) a wait for a database connection that ran out while they answered others.
+ */
+type OverloadReason = 'event-loop-delay' | 'heap' | 'database-pool'
 
 /** Counts a request answered 503 `overloaded`, for the metrics; the shedding never sees the registry. */
 export type CountOverloaded = (reason: OverloadReason) => void

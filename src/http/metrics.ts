@@ -127,12 +127,16 @@ export function createMetrics({ processMetrics = true, release }: { processMetri
   })
   const overloadRejections = new Counter({
     name: 'petstore_overload_rejections_total',
-    help: 'Requests answered 503 overloaded, by the measurement over its threshold: event-loop-delay or heap.',
+    help: 'Requests answered 503 overloaded, by the measurement over its threshold (event-loop-delay, heap) or database-pool: a wait for a connection ran out.',
     labelNames: ['reason'] as const,
     registers: [registry],
   })
   // Zeroed up front so that a dashboard shows 0, not "no data", for a service that never refused.
-  const overloadSeries = { 'event-loop-delay': overloadRejections.labels('event-loop-delay'), heap: overloadRejections.labels('heap') }
+  const overloadSeries = {
+    'event-loop-delay': overloadRejections.labels('event-loop-delay'),
+    heap: overloadRejections.labels('heap'),
+    'database-pool': overloadRejections.labels('database-pool'),
+  }
   for (const series of Object.values(overloadSeries)) series.inc(0)
   let watchingPool = false
   let watchingCertificate = false

@@ -13,12 +13,13 @@ export const shuttingDown = (headers: Record<string, string> = {}): ApiError =>
 
 /**
  * Liveness and readiness for load balancers and orchestrators; no authentication. Readiness
- * fails when the service is shutting down or the database does not answer: a rate-limit store that is down degrades the
+ * fails when the service is shutting down, the database does not answer, or the instance is
+ * overloaded (shed, or its database pool too busy to answer in time): a rate-limit store that is down degrades the
  * service (limits are not enforced) but does not stop it, so it is reported, not failed.
  */
 export function registerHealthRoutes(
   app: FastifyInstance,
-  storage: Pick<DatabaseOperations, 'ping'>,
+  storage: Pick<DatabaseOperations, 'ping' | 'isOverloaded'>,
   /** The rate limits' store: in memory, Redis, or Redis out of reach. */
   rateLimitStoreStatus: () => 'memory' | 'redis' | 'unavailable',
   isDraining: () => boolean,
@@ -42,6 +43,8 @@ export function registerHealthRoutes(
       await storage.ping()
     } catch (error) {
       request.log.warn({ reqId: request.id, err: error }, 'readiness check failed')
+      // Its pool too busy to ask the database within its wait: the error handler answers 503 overloaded, as for any request.
+      if (storage.isOverloaded(error)) throw error
       const reason = error instanceof StorageFault ? error.message : 'The database is not answering.'
       throw new ApiError('unavailable', reason, { 'retry-after': '5' })
     }

@@ -42,6 +42,12 @@ export interface DatabaseOperations {
   migrate(release?: string): Promise<{ applied: string[]; unknown: string[] }>
   /** True for failures of the database itself (busy, full, read-only, gone): the client gets 503. */
   isUnavailable(error: unknown): boolean
+  /**
+   * True for those unavailable failures that are this instance's load, not the database's: a query that waited
+   * its whole time for a connection of a pool whose connections were answering others. The client gets 503
+   * `overloaded`, as from the load shedding.
+   */
+  isOverloaded(error: unknown): boolean
   /** Resolves when the database answers a query; rejects with a `StorageFault` when it can name the reason. */
   ping(): Promise<void>
   /**

@@ -34,12 +34,13 @@ function reference() {
   })
   const overload = new Counter({
     name: 'petstore_overload_rejections_total',
-    help: 'Requests answered 503 overloaded, by the measurement over its threshold: event-loop-delay or heap.',
+    help: 'Requests answered 503 overloaded, by the measurement over its threshold (event-loop-delay, heap) or database-pool: a wait for a connection ran out.',
     labelNames: ['reason'] as const,
     registers: [registry],
   })
   overload.labels('event-loop-delay').inc(0)
   overload.labels('heap').inc(0)
+  overload.labels('database-pool').inc(0)
   const deprecated = new Counter({
     name: 'petstore_deprecated_calls_total',
     help: 'Authenticated calls of deprecated operations, by operation and the public id of the calling key.',

@@ -10,9 +10,12 @@ import { QUERY_TIMEOUT_MESSAGE } from './query-deadline.js'
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P|25006|40001|40P01|55P03|26000|42P05)/
 // EMFILE and ENFILE: no descriptor for a new connection's socket, this process's or the system's.
 const NETWORK_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'EMFILE', 'ENFILE'])
+// pg-pool (3.x) says so of a query that waited connectionTimeoutMillis for a connection of a full pool, and
+// only of that: a new connection's own timeout is 'Connection terminated due to connection timeout'.
+const POOL_WAIT_MESSAGE = 'timeout exceeded when trying to connect'
 const UNAVAILABLE_MESSAGES = [
   'Connection terminated',
-  'timeout exceeded when trying to connect',
+  POOL_WAIT_MESSAGE,
   QUERY_TIMEOUT_MESSAGE,
   'Client has encountered a connection error',
   'Cannot use a pool after calling end',
@@ -37,6 +40,11 @@ export function isUnavailable(error: unknown): boolean {
   const code = sqlState(error)
   if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || NETWORK_ERRORS.has(code))) return true
   return UNAVAILABLE_MESSAGES.some((message) => error.message.includes(message))
+}
+
+/** True for a query that waited its whole time for a connection, every one of the pool's being lent to others. */
+export function waitedForPool(error: unknown): boolean {
+  return error instanceof Error && error.message === POOL_WAIT_MESSAGE
 }
 
 /**

@@ -3,7 +3,7 @@ import type { PostgresDatabase } from '../database.js'
 import { COMPATIBILITY_TABLE, type CompatibilityMark, type RecordedMigrations, assertAllowed, migrationState } from '../migrations/compatibility.js'
 import { MIGRATION_NAMES } from '../migrations/names.js'
 import { releaseVersion } from '../../shared/release.js'
-import { isUnavailable, lostPreparedStatement } from './errors.js'
+import { isUnavailable, lostPreparedStatement, waitedForPool } from './errors.js'
 import { type QueryDeadline, type RawQuery, createQueryDeadline } from './query-deadline.js'
 import { createReplicaSet } from './replica-set.js'
 import { inTransaction } from './transaction.js'
@@ -115,16 +115,28 @@ function openPool(url: string, poolSize: number, statements: ReturnType<typeof s
 }
 
 /**
+ * A wait for a connection that ran out counts as load (isOverloaded) when some connection answered within
+ * this long: a pool that moves. One whose connections are all stuck has answered nothing for that long.
+ */
+const POOL_MOVING_MS = 1_000
+
+/**
  * A pool of `poolSize` connections to the PostgreSQL server (or pooler) of `url`, and as many to each
  * standby of `replicaUrls`, which reads may go to (replica-set.ts).
  */
 export function openPostgresDatabase({ url, poolSize, preparedStatements, replicaUrls = [], replicaMaxLagMs = 1_000, warn = () => {} }: PostgresOptions): PostgresDatabase {
   const statements = statementMode(preparedStatements, warn)
+  // The primary's own, so that its answers alone say whether its pool moves: a failure that reaches the client
+  // is the primary's (a standby's sends its read to the primary, replica-set.ts).
   const deadline = createQueryDeadline()
+  const standbyDeadline = createQueryDeadline()
   const pool = openPool(url, poolSize, statements, deadline)
   const replicas =
-    replicaUrls.length === 0 ? undefined : createReplicaSet(pool, replicaUrls, replicaMaxLagMs, (standby) => openPool(standby, poolSize, statements, deadline), { warn })
+    replicaUrls.length === 0
+      ? undefined
+      : createReplicaSet(pool, replicaUrls, replicaMaxLagMs, (standby) => openPool(standby, poolSize, statements, standbyDeadline), { warn })
   let ended = false
+  const isOverloaded = (error: unknown) => waitedForPool(error) && deadline.answeredWithin(POOL_MOVING_MS)
 
   return {
     engine: 'postgres',
@@ -155,12 +167,14 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, replic
       })
     },
     isUnavailable,
+    isOverloaded,
     async ping() {
       try {
         await pool.query('SELECT 1')
       } catch (error) {
         // With the primary gone, standbys still serve reads: the instance stays in its balancer's rotation.
-        if (replicas?.readable() !== true || !isUnavailable(error)) throw error
+        // Not with its pool too busy for the primary: another instance may have room.
+        if (replicas?.readable() !== true || !isUnavailable(error) || isOverloaded(error)) throw error
       }
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: poolSize }),
@@ -169,6 +183,7 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, replic
       ended = true
       await Promise.all([pool.end(), replicas?.close()])
       deadline.close()
+      standbyDeadline.close()
     },
   }
 }

@@ -15,6 +15,8 @@ export type RawQuery = (config: unknown, values?: unknown, callback?: unknown) =
 export interface QueryDeadline {
   /** Times the queries of `client` from now on. */
   watch(client: pg.PoolClient): void
+  /** Whether any watched connection has had a query answered (not failed) within the last `ms`. */
+  answeredWithin(ms: number): boolean
   /** Stops looking: for the database's close. */
   close(): void
 }
@@ -30,6 +32,7 @@ export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline
   // Per connection: its queries not yet answered, and since when the oldest of them has run. node-postgres
   // sends a connection's queries one after another, so when one is answered the next starts.
   const running = new Map<pg.PoolClient, { pending: number; since: number }>()
+  let lastAnswered = -Infinity
   const sweep = setInterval(() => {
     const late = now() - timeoutMs
     for (const [client, state] of running) {
@@ -50,6 +53,10 @@ export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline
         state.pending--
         state.since = now()
       }
+      const succeeded = () => {
+        answered()
+        lastAnswered = state.since
+      }
       const timed: RawQuery = (config, values, callback) => {
         if (state.pending++ === 0) state.since = now()
         if (typeof values === 'function') [values, callback] = [undefined, values]
@@ -57,12 +64,13 @@ export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline
           if (typeof callback === 'function') {
             const done = callback as (error: Error | null, result?: unknown) => void
             return query(config, values, (error: Error | null, result?: unknown) => {
-              answered()
+              if (error === null) succeeded()
+              else answered()
               done(error, result)
             })
           }
           const result = query(config, values) as Promise<unknown>
-          result.then(answered, answered)
+          result.then(succeeded, answered)
           return result
         } catch (error) {
           answered()
@@ -71,6 +79,7 @@ export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline
       }
       client.query = timed as unknown as pg.PoolClient['query']
     },
+    answeredWithin: (ms) => now() - lastAnswered <= ms,
     close() {
       clearInterval(sweep)
       running.clear()

@@ -117,6 +117,8 @@ export function openSqliteDatabase(file: string, { named = 'DATABASE_URL', log }
       })
     },
     isUnavailable,
+    // One connection, no pool to wait for: SQLite busy past its timeout is another process's lock (unavailable).
+    isOverloaded: () => false,
     async ping() {
       checkFile()
       ping.get()
