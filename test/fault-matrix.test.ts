@@ -579,6 +579,25 @@ interface Setup {
 }
 
 /**
+ * Stops `primary` as a crash does, with the service's creates in flight there whatever the load's timing:
+ * a session of its own holds the pets table (SHARE, so reads go on) until one waits for it. Without it, a
+ * pooler that holds new transactions while it retries the dead server (and the promoted one then serves
+ * them) may hide a failover that met no transaction, which happened in CI.
+ */
+async function crashWithCreatesWaiting(primary: PostgresNode, env: Record<string, string>): Promise<void> {
+  const holder = new pg.Client({ connectionString: primary.url(new URL(env.DATABASE_URL ?? '').pathname.slice(1)) })
+  // The crash ends this session too.
+  holder.on('error', () => {})
+  await holder.connect()
+  await holder.query('BEGIN')
+  await holder.query('LOCK TABLE pets IN SHARE MODE')
+  const waiting = async () => (await holder.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).rows[0]?.n ?? 0
+  await until(async () => (await waiting()) > 0, 5_000, () => 'no create waited for the pets table')
+  await primary.stop('immediate')
+  await holder.end().catch(() => undefined)
+}
+
+/**
  * SIGTERM to `instance`, or, with `group`, to its process group, as systemd's KillMode=control-group
  * sends it; it must exit 0 within STOP_WITHIN_MS.
  */
@@ -687,7 +706,7 @@ async function runCell({ engine, fault, env, dir, database, cluster, replicaClus
       case 'failover':
         // The primary dies with transactions in flight; its synchronous standby takes over.
         assert.ok(cluster !== undefined)
-        await cluster.primary.stop('immediate')
+        await crashWithCreatesWaiting(cluster.primary, env)
         await cluster.standby.promote()
         await cluster.pooler.repoint(cluster.standby)
         ended()
@@ -756,7 +775,7 @@ async function runCell({ engine, fault, env, dir, database, cluster, replicaClus
         const primaryPooler = replicaCluster?.poolers[0]
         assert.ok(replicaCluster !== undefined && primaryPooler !== undefined)
         const { primary, standby, delayed } = replicaCluster
-        await primary.stop('immediate')
+        await crashWithCreatesWaiting(primary, env)
         await standby.promote()
         await primaryPooler.repoint(standby)
         await follow(delayed, standby)
