@@ -23,19 +23,21 @@ const FRAMEWORK_ERRORS: Record<string, () => ApiError> = {
  */
 export type DatabaseRefusal = (error: unknown) => 'unavailable' | 'overloaded' | undefined
 
+/** The answers to a database's refusals, made once: a stuck database or a busy pool refuses many at a time. */
+const REFUSED: Record<'unavailable' | 'overloaded', ApiError> = {
+  unavailable: new ApiError('unavailable', 'The database is not answering; retry shortly.', { 'retry-after': '5' }),
+  overloaded: new ApiError('overloaded', 'Every database connection of this instance is busy; retry after `Retry-After` seconds, or on another instance.', {
+    'retry-after': '1',
+  }),
+}
+
 export function toApiError(error: unknown, databaseRefusal: DatabaseRefusal): ApiError | undefined {
   if (error instanceof ApiError) return error
   const code = (error as Partial<FastifyError> | null)?.code
   const known = code === undefined ? undefined : FRAMEWORK_ERRORS[code]
   if (known !== undefined) return known()
-  switch (databaseRefusal(error)) {
-    case 'unavailable':
-      return new ApiError('unavailable', 'The database is not answering; retry shortly.', { 'retry-after': '5' })
-    case 'overloaded':
-      return new ApiError('overloaded', 'Every database connection of this instance is busy; retry after `Retry-After` seconds, or on another instance.', {
-        'retry-after': '1',
-      })
-  }
+  const refused = databaseRefusal(error)
+  if (refused !== undefined) return REFUSED[refused]
   const status = (error as Partial<FastifyError> | null)?.statusCode
   if (status !== undefined && status >= 400 && status < 500) {
     return new ApiError('invalid_request', (error as Error).message)

@@ -4,7 +4,7 @@ import { COMPATIBILITY_TABLE, type CompatibilityMark, type RecordedMigrations, a
 import { MIGRATION_NAMES } from '../migrations/names.js'
 import { releaseVersion } from '../../shared/release.js'
 import { isUnavailable, lostPreparedStatement, waitedForPool } from './errors.js'
-import { type QueryDeadline, type RawQuery, createQueryDeadline } from './query-deadline.js'
+import { Answers, type QueryDeadline, type RawQuery, createQueryDeadline } from './query-deadline.js'
 import { createReplicaSet } from './replica-set.js'
 import { inTransaction } from './transaction.js'
 
@@ -89,9 +89,9 @@ function statementMode(named: boolean, warn: (message: string) => void) {
 
 /**
  * A pool of `poolSize` connections to the PostgreSQL server (or pooler) of `url`, its connections adopted by
- * `statements` and their queries timed by `deadline`.
+ * `statements` and their queries timed by `deadline`, their successes marked in `answers`.
  */
-function openPool(url: string, poolSize: number, statements: ReturnType<typeof statementMode>, deadline: QueryDeadline): pg.Pool {
+function openPool(url: string, poolSize: number, statements: ReturnType<typeof statementMode>, deadline: QueryDeadline, answers?: Answers): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -109,7 +109,7 @@ function openPool(url: string, poolSize: number, statements: ReturnType<typeof s
     // discards the connection when it comes back.
     client.on('error', () => {})
     statements.adopt(client)
-    deadline.watch(client)
+    deadline.watch(client, answers)
   })
   return pool
 }
@@ -126,17 +126,17 @@ const POOL_MOVING_MS = 1_000
  */
 export function openPostgresDatabase({ url, poolSize, preparedStatements, replicaUrls = [], replicaMaxLagMs = 1_000, warn = () => {} }: PostgresOptions): PostgresDatabase {
   const statements = statementMode(preparedStatements, warn)
-  // The primary's own, so that its answers alone say whether its pool moves: a failure that reaches the client
-  // is the primary's (a standby's sends its read to the primary, replica-set.ts).
   const deadline = createQueryDeadline()
-  const standbyDeadline = createQueryDeadline()
-  const pool = openPool(url, poolSize, statements, deadline)
+  // The primary's alone say whether its pool moves: a failure that reaches the client is the primary's (a
+  // standby's sends its read to the primary, replica-set.ts).
+  const primaryAnswers = new Answers()
+  const pool = openPool(url, poolSize, statements, deadline, primaryAnswers)
   const replicas =
     replicaUrls.length === 0
       ? undefined
-      : createReplicaSet(pool, replicaUrls, replicaMaxLagMs, (standby) => openPool(standby, poolSize, statements, standbyDeadline), { warn })
+      : createReplicaSet(pool, replicaUrls, replicaMaxLagMs, (standby) => openPool(standby, poolSize, statements, deadline), { warn })
   let ended = false
-  const isOverloaded = (error: unknown) => waitedForPool(error) && deadline.answeredWithin(POOL_MOVING_MS)
+  const isOverloaded = (error: unknown) => waitedForPool(error) && primaryAnswers.within(POOL_MOVING_MS)
 
   return {
     engine: 'postgres',
@@ -183,7 +183,6 @@ export function openPostgresDatabase({ url, poolSize, preparedStatements, replic
       ended = true
       await Promise.all([pool.end(), replicas?.close()])
       deadline.close()
-      standbyDeadline.close()
     },
   }
 }

@@ -12,11 +12,22 @@ export const QUERY_TIMEOUT_MESSAGE = 'Query read timeout'
 /** A connection's `query`, as its wrappers take it: the config or text, then values, a callback, or both. */
 export type RawQuery = (config: unknown, values?: unknown, callback?: unknown) => unknown
 
+/** When a query of the connections watched with it was last answered (not failed): whether their pool moves. */
+export class Answers {
+  #at = -Infinity
+
+  answered(at: number): void {
+    this.#at = at
+  }
+
+  within(ms: number): boolean {
+    return performance.now() - this.#at <= ms
+  }
+}
+
 export interface QueryDeadline {
-  /** Times the queries of `client` from now on. */
-  watch(client: pg.PoolClient): void
-  /** Whether any watched connection has had a query answered (not failed) within the last `ms`. */
-  answeredWithin(ms: number): boolean
+  /** Times the queries of `client` from now on, marking `answers` with each one answered. */
+  watch(client: pg.PoolClient, answers?: Answers): void
   /** Stops looking: for the database's close. */
   close(): void
 }
@@ -32,7 +43,6 @@ export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline
   // Per connection: its queries not yet answered, and since when the oldest of them has run. node-postgres
   // sends a connection's queries one after another, so when one is answered the next starts.
   const running = new Map<pg.PoolClient, { pending: number; since: number }>()
-  let lastAnswered = -Infinity
   const sweep = setInterval(() => {
     const late = now() - timeoutMs
     for (const [client, state] of running) {
@@ -44,7 +54,7 @@ export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline
   }, SWEEP_MS)
   sweep.unref()
   return {
-    watch(client) {
+    watch(client, answers) {
       const state = { pending: 0, since: 0 }
       running.set(client, state)
       client.once('end', () => running.delete(client))
@@ -55,7 +65,7 @@ export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline
       }
       const succeeded = () => {
         answered()
-        lastAnswered = state.since
+        answers?.answered(state.since)
       }
       const timed: RawQuery = (config, values, callback) => {
         if (state.pending++ === 0) state.since = now()
@@ -79,7 +89,6 @@ export function createQueryDeadline(timeoutMs = QUERY_TIMEOUT_MS): QueryDeadline
       }
       client.query = timed as unknown as pg.PoolClient['query']
     },
-    answeredWithin: (ms) => now() - lastAnswered <= ms,
     close() {
       clearInterval(sweep)
       running.clear()
