@@ -35,10 +35,11 @@ async function withSession(testApp: TestApp, use: (client: pg.Client) => Promise
   }
 }
 
-async function lockFor(client: pg.Client, ms: number, mode: 'ACCESS EXCLUSIVE' | 'SHARE' = 'ACCESS EXCLUSIVE'): Promise<void> {
+/** Takes the pets table in `mode` until `until` settles. */
+async function lockUntil(client: pg.Client, until: Promise<unknown>, mode: 'ACCESS EXCLUSIVE' | 'SHARE' = 'ACCESS EXCLUSIVE'): Promise<void> {
   await client.query('BEGIN')
   await client.query(`LOCK TABLE pets IN ${mode} MODE`)
-  await sleep(ms)
+  await until.catch(() => undefined)
   await client.query('COMMIT')
 }
 
@@ -87,7 +88,7 @@ for (const engine of CONTRACT_ENGINES.filter((engine) => engine !== 'sqlite')) {
             // 200 a second come, until the first waits out its 5 s. The pool's one connection answers all along.
             let refused = false
             const cycling = (async () => {
-              while (!refused) await lockFor(client, 250).then(() => sleep(20))
+              while (!refused) await lockUntil(client, sleep(250)).then(() => sleep(20))
             })()
             const limit = performance.now() + 30_000
             for (let i = 0; !refused && performance.now() < limit; i++) {
@@ -169,7 +170,9 @@ for (const engine of CONTRACT_ENGINES.filter((engine) => engine !== 'sqlite')) {
         const reads: Promise<LightMyRequestResponse>[] = []
         await withSession(testApp, async (client) => {
           // SHARE: creates wait for it, reads do not, and standbys never see it (only ACCESS EXCLUSIVE is replayed).
-          const held = lockFor(client, 7_500, 'SHARE')
+          // Held until the waiters are answered, however long the machine takes to send them.
+          let answered: (value?: unknown) => void = () => {}
+          const held = lockUntil(client, new Promise((resolve) => (answered = resolve)), 'SHARE')
           await sleep(100)
           // Lent the pool's one connection, which then waits for the lock: nothing answers from here on.
           // Unkeyed, so that no lock_timeout of its own ends its wait.
@@ -184,7 +187,9 @@ for (const engine of CONTRACT_ENGINES.filter((engine) => engine !== 'sqlite')) {
           })()
           await sleep(1_500)
           waiters = Promise.all([...Array.from({ length: 5 }, (_, i) => unkeyed(`waiter ${i}`)), testApp.app.inject({ method: 'GET', url: '/readyz' })])
-          await Promise.all([held, waiters])
+          await waiters
+          answered()
+          await held
           reading = false
           await readingDone
         })
