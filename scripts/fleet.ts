@@ -28,6 +28,7 @@ import {
   createKey,
   errorShape,
   guardRun,
+  processGroup,
   round,
   startPetstore,
   stopProcess,
@@ -505,20 +506,14 @@ async function main(): Promise<number> {
   const connections = Number(values.connections)
   const warmupMs = 2_000
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-fleet-'))
-  const running = new Set<PetstoreProcess>()
+  const running = new Map<PetstoreProcess, ReturnType<typeof processGroup>>()
   let database: FleetDatabase | undefined
   const { stop } = guardRun({
     name: 'fleet',
     // Each instance leads a process group of its own (`detached`), its workers included; the database
     // and the pooler are stopped by scripts/pg-cluster.ts at exit.
     hardCleanup: () => {
-      for (const server of running) {
-        try {
-          process.kill(-server.pid, 'SIGKILL')
-        } catch {
-          // Already gone.
-        }
-      }
+      for (const group of running.values()) group.kill('SIGKILL')
       fs.rmSync(dir, { recursive: true, force: true })
     },
     hardLimitMs: (2 * (seconds + warmupMs / 1000) + 240) * 1000,
@@ -542,12 +537,12 @@ async function main(): Promise<number> {
       detached: true,
       timeoutMs: 60_000,
     })
-    running.add(server)
+    running.set(server, processGroup(server.pid))
     return server
   }
   const stopAll = async () => {
     await Promise.all(
-      [...running].map(async (server) => {
+      [...running.keys()].map(async (server) => {
         await stopProcess(server, { killAfterMs: 15_000 })
         running.delete(server)
       }),
@@ -605,7 +600,7 @@ async function main(): Promise<number> {
       console.error(`fleet: ${(stop.signal.reason as Error).message}`)
     } else {
       console.error(error)
-      for (const server of running) console.error(`${server.name} (pid ${server.pid}):\n${server.output()}`)
+      for (const server of running.keys()) console.error(`${server.name} (pid ${server.pid}):\n${server.output()}`)
     }
     return 1
   } finally {

@@ -177,6 +177,41 @@ export function spawnNode(name: string, args: string[], options: SpawnOptions): 
   return started
 }
 
+/** When process `pid` started (clock ticks since boot, the 22nd field of its stat), or undefined when none has the pid or off Linux. */
+function startTimeOf(pid: number): string | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // The command, in parentheses, may hold spaces: the fields are counted from the state, the third.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[22 - 3]
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The process group that `leader` leads, to end at a cleanup that may come long after the group has ended
+ * by itself. Its pid is then free, and a test run that starts thousands of processes (every PostgreSQL
+ * connection is one, and its own group's leader) gives it again: a SIGKILL to that group would end a
+ * stranger's process. So the group is signalled only while the process with the leader's pid, if any, is
+ * the leader itself (its start time, read now, while it runs: in clock ticks, but a pid is given again only
+ * once the pids have wrapped around, never within a tick); members that outlive their leader keep its pid
+ * from being given again, and are signalled.
+ */
+export function processGroup(leader: number): { kill(signal: NodeJS.Signals): void } {
+  const started = startTimeOf(leader)
+  return {
+    kill(signal) {
+      const now = startTimeOf(leader)
+      if (started !== undefined && now !== undefined && now !== started) return
+      try {
+        process.kill(-leader, signal)
+      } catch {
+        // The group has ended, as it should have.
+      }
+    },
+  }
+}
+
 /** The status `url` answers a GET with, over HTTPS trusting `ca` for an https URL; rejects after `timeoutMs`. */
 function statusOf(url: string, { headers, ca, timeoutMs }: { headers: Record<string, string>; ca?: readonly Buffer[]; timeoutMs: number }): Promise<number> {
   return new Promise((resolve, reject) => {

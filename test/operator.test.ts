@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { ROOT, waitUntilReady } from '../scripts/petstore-process.js'
+import { ROOT, processGroup, waitUntilReady } from '../scripts/petstore-process.js'
 import { type ProcessExit, cleanupProcesses, freePort, runCli, trackedTempDir } from './processes.js'
 
 // Small frictions a new operator met (issue 14): which database the CLI used, usage mistakes in the
@@ -106,15 +106,10 @@ describe('npm start', () => {
     npm.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
     const exited = new Promise<ProcessExit>((resolve) => npm.once('exit', (code, signal) => resolve({ code, signal })))
     // Whatever happens, nothing of npm start's process group outlives the test.
-    t.after(() => {
-      if (npm.pid !== undefined) {
-        try {
-          process.kill(-npm.pid, 'SIGKILL')
-        } catch {
-          // Already gone, as it should be.
-        }
-      }
-    })
+    if (npm.pid !== undefined) {
+      const group = processGroup(npm.pid)
+      t.after(() => group.kill('SIGKILL'))
+    }
     await waitUntilReady({ name: 'npm start', child: npm, pid: npm.pid ?? 0, exited, output: () => output }, `http://127.0.0.1:${port}/healthz`, {
       timeoutMs: 30_000,
     })

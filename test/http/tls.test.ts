@@ -10,7 +10,7 @@ import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import tls from 'node:tls'
 import { promisify } from 'node:util'
-import { BIN, type NodeProcess, spawnNode } from '../../scripts/petstore-process.js'
+import { BIN, type NodeProcess, processGroup, spawnNode } from '../../scripts/petstore-process.js'
 import { onHangup } from '../../src/process/workers.js'
 import { loadConfig } from '../../src/config.js'
 import pino from 'pino'
@@ -129,18 +129,12 @@ async function startTlsServer(
   return server
 }
 
-const servers: NodeProcess[] = []
+const groups: ReturnType<typeof processGroup>[] = []
 function cleanupAfter(server: NodeProcess): void {
-  servers.push(server)
+  groups.push(processGroup(server.pid))
 }
 after(() => {
-  for (const server of servers) {
-    try {
-      process.kill(-server.pid, 'SIGKILL')
-    } catch {
-      // The group has ended already.
-    }
-  }
+  for (const group of groups) group.kill('SIGKILL')
 })
 
 async function stop(server: TlsServer): Promise<void> {

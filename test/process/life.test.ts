@@ -6,7 +6,7 @@ import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pino from 'pino'
-import { BIN, ROOT, waitUntilReady } from '../../scripts/petstore-process.js'
+import { BIN, ROOT, processGroup, waitUntilReady } from '../../scripts/petstore-process.js'
 import { loadConfig } from '../../src/config.js'
 import { type RunningServer, startServer as startInProcess } from '../../src/process/server.js'
 import { sqliteDatabaseEnv } from '../helper.js'
@@ -19,15 +19,9 @@ import { type ProcessExit, cleanupProcesses, freePort, startServer, trackedTempD
 after(cleanupProcesses)
 
 /** The process groups `launch` started: nothing of them outlives the test file. */
-const groups = new Set<number>()
+const groups = new Set<ReturnType<typeof processGroup>>()
 after(() => {
-  for (const pid of groups) {
-    try {
-      process.kill(-pid, 'SIGKILL')
-    } catch {
-      // Gone, as it should be.
-    }
-  }
+  for (const group of groups) group.kill('SIGKILL')
 })
 
 /** Short, so that a shutdown's bound is quick to check: a drain of 200 ms, 3 s for the requests in flight. */
@@ -82,7 +76,7 @@ async function launch(
   const pid = child.pid
   // A pid of 0 would signal this test's own process group.
   if (pid === undefined) throw new Error(`${how} could not be started`)
-  groups.add(pid)
+  groups.add(processGroup(pid))
   if (ready) await waitUntilReady({ name: how, child, pid, exited, output: () => output }, `http://127.0.0.1:${port}/healthz`, { timeoutMs: 30_000 })
   return { child, pid, exited, output: () => output, port }
 }
