@@ -36,6 +36,7 @@ const PROCESS_TESTS = [
   'embedded-postgres.test.ts',
   'fault-matrix.test.ts',
   'footprint.test.ts',
+  'free-port.test.ts',
   'http/cors-browser.test.ts',
   'http/docs-browser.test.ts',
   'http/metrics.test.ts',
@@ -49,6 +50,7 @@ const PROCESS_TESTS = [
   'ops/kubernetes.test.ts',
   'ops/systemd.test.ts',
   'package.test.ts',
+  'process-group.test.ts',
   'process/probes.test.ts',
   'process/burst.test.ts',
   'process/connection-bounds.test.ts',
@@ -130,6 +132,11 @@ const onceOff = process.env.PETSTORE_TEST_ONCE === 'off'
 const files = all.filter((file) => !(fast && named(PROCESS_TESTS)(file)) && !(onceOff && named(ONCE_TESTS)(file)))
 if (fast) process.stderr.write(`Fast run: ${files.length} test files, leaving out those that start processes.\n`)
 if (onceOff) process.stderr.write(`PETSTORE_TEST_ONCE=off: ${ONCE_TESTS.join(', ')} left out.\n`)
+// Given no file, node --test would run every one it finds, those left out too.
+if (files.length === 0) {
+  process.stderr.write('Nothing to run: every file given is left out.\n')
+  process.exit(0)
+}
 
 const startedAt = performance.now()
 const noPostgres = postgresOff()
