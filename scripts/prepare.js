@@ -16,6 +16,10 @@ try {
 
 if (process.env.npm_command === 'pack' || process.env.npm_command === 'publish') {
   // `prepack` has just built dist/ from scratch.
+} else if (process.env.npm_command === 'exec' && fs.existsSync('dist/cli.js')) {
+  // `npx petstore` in a checkout: npm installs the checkout into its npx cache first (once per folder) and runs
+  // this. dist/ is built already, and building it again would rewrite the files a service running from this
+  // checkout loads, under it.
 } else if (compiler !== undefined) {
   execFileSync(process.execPath, [process.env.npm_execpath, 'run', 'build'], { stdio: 'inherit' })
 } else if (!fs.existsSync('dist/cli.js')) {

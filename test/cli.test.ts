@@ -639,11 +639,16 @@ process.on('exit', () => fs.writeFileSync(process.env.LOADED_PACKAGES, [...packa
   })
 
   describe('installation', () => {
-    it('runs as `npx petstore --help` from the project, through the bin entry of package.json', { timeout: 60_000 }, async () => {
+    it('runs as `npx petstore --help` from the project, through the bin entry of package.json, leaving dist/ as it was built', { timeout: 60_000 }, async () => {
+      // npx installs the project into its cache the first time it runs it from a folder, which runs `prepare`: an
+      // npm cache of its own, as on a new machine, so that this run is a first. dist/ must stay as it is (scripts/prepare.js).
+      const built = fs.statSync(path.join(ROOT, 'dist', 'cli.js')).mtimeMs
+      const env = { ...process.env, npm_config_cache: trackedTempDir('petstore-npm-cache-') }
       // --no-install: if the bin wiring broke, npx must fail here, not fetch some other "petstore" package.
-      const result = await runCommand('npx', ['--no-install', 'petstore', '--help'], { cwd: ROOT, env: process.env, timeoutMs: 55_000 })
+      const result = await runCommand('npx', ['--no-install', 'petstore', '--help'], { cwd: ROOT, env, timeoutMs: 55_000 })
       assert.equal(result.code, 0, result.stderr)
       assert.match(result.stdout, /^Usage: petstore <command>/)
+      assert.equal(fs.statSync(path.join(ROOT, 'dist', 'cli.js')).mtimeMs, built, 'npx built dist/ again')
     })
   })
 })
