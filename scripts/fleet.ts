@@ -28,6 +28,7 @@ import {
   createKey,
   errorShape,
   guardRun,
+  type ProcessGroup,
   processGroup,
   round,
   startPetstore,
@@ -506,7 +507,7 @@ async function main(): Promise<number> {
   const connections = Number(values.connections)
   const warmupMs = 2_000
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'petstore-fleet-'))
-  const running = new Map<PetstoreProcess, ReturnType<typeof processGroup>>()
+  const running = new Map<PetstoreProcess, ProcessGroup>()
   let database: FleetDatabase | undefined
   const { stop } = guardRun({
     name: 'fleet',

@@ -188,6 +188,10 @@ function startTimeOf(pid: number): string | undefined {
   }
 }
 
+export interface ProcessGroup {
+  kill(signal: NodeJS.Signals): void
+}
+
 /**
  * The process group that `leader` leads, to end at a cleanup that may come long after the group has ended
  * by itself. Its pid is then free, and a test run that starts thousands of processes (every PostgreSQL
@@ -197,7 +201,7 @@ function startTimeOf(pid: number): string | undefined {
  * once the pids have wrapped around, never within a tick); members that outlive their leader keep its pid
  * from being given again, and are signalled.
  */
-export function processGroup(leader: number): { kill(signal: NodeJS.Signals): void } {
+export function processGroup(leader: number): ProcessGroup {
   const started = startTimeOf(leader)
   return {
     kill(signal) {

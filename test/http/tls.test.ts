@@ -10,7 +10,7 @@ import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import tls from 'node:tls'
 import { promisify } from 'node:util'
-import { BIN, type NodeProcess, processGroup, spawnNode } from '../../scripts/petstore-process.js'
+import { BIN, type NodeProcess, type ProcessGroup, processGroup, spawnNode } from '../../scripts/petstore-process.js'
 import { onHangup } from '../../src/process/workers.js'
 import { loadConfig } from '../../src/config.js'
 import pino from 'pino'
@@ -129,7 +129,7 @@ async function startTlsServer(
   return server
 }
 
-const groups: ReturnType<typeof processGroup>[] = []
+const groups: ProcessGroup[] = []
 function cleanupAfter(server: NodeProcess): void {
   groups.push(processGroup(server.pid))
 }

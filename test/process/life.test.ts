@@ -6,7 +6,7 @@ import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pino from 'pino'
-import { BIN, ROOT, processGroup, waitUntilReady } from '../../scripts/petstore-process.js'
+import { BIN, type ProcessGroup, ROOT, processGroup, waitUntilReady } from '../../scripts/petstore-process.js'
 import { loadConfig } from '../../src/config.js'
 import { type RunningServer, startServer as startInProcess } from '../../src/process/server.js'
 import { sqliteDatabaseEnv } from '../helper.js'
@@ -19,7 +19,7 @@ import { type ProcessExit, cleanupProcesses, freePort, startServer, trackedTempD
 after(cleanupProcesses)
 
 /** The process groups `launch` started: nothing of them outlives the test file. */
-const groups = new Set<ReturnType<typeof processGroup>>()
+const groups = new Set<ProcessGroup>()
 after(() => {
   for (const group of groups) group.kill('SIGKILL')
 })
